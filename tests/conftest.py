@@ -1,0 +1,24 @@
+"""Shared fixtures: a BPE tokenizer trained on the bundled haystack, a rule-following model, needle documents."""
+
+from __future__ import annotations
+
+import pytest
+
+from memagent_graph.haystack import haystack_paragraphs, needle_document
+from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
+from memagent_graph.tokenization import HuggingFaceTokenizer
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> HuggingFaceTokenizer:
+    return train_bpe_tokenizer(haystack_paragraphs()[:600], vocab_size=2048)
+
+
+@pytest.fixture
+def model() -> RuleMemoryModel:
+    return RuleMemoryModel()
+
+
+@pytest.fixture
+def needle(tokenizer):
+    return needle_document(tokens=3000, tokenizer=tokenizer, seed=7, depth=0.6)

@@ -1,0 +1,77 @@
+import random
+
+import pytest
+from langchain_core.documents import Document
+
+from memagent_graph import FileDocument, LangChainDocuments, TextDocument, chunk_document
+from memagent_graph.haystack import haystack_paragraphs
+
+
+def _decoded(chunked):
+    return "".join(chunked.chunk_text(i) for i in range(chunked.num_chunks))
+
+
+def test_decoded_chunks_concatenate_to_the_document(tokenizer, needle):
+    chunked = chunk_document(TextDocument(needle.text), tokenizer, 256)
+    assert _decoded(chunked) == needle.text
+
+
+def test_every_chunk_but_the_last_is_full(tokenizer, needle):
+    chunked = chunk_document(TextDocument(needle.text), tokenizer, 256)
+    sizes = [len(chunked.chunk_ids(i)) for i in range(chunked.num_chunks)]
+    assert all(252 < size <= 256 for size in sizes[:-1])
+    assert 0 < sizes[-1] <= 256
+    assert sum(sizes) == chunked.num_tokens
+
+
+def test_chunk_ids_are_the_tokenizers_ids(tokenizer):
+    text = "A short document that fits in one chunk."
+    chunked = chunk_document(TextDocument(text), tokenizer, 1000)
+    assert chunked.num_chunks == 1
+    assert chunked.chunk_ids(0) == tokenizer.encode(text)
+
+
+def test_boundaries_never_split_a_multibyte_character(tokenizer):
+    rng = random.Random(3)
+    text = "".join(rng.choice(["東京", "🙂", "ü", "a", " ", "\n", "Ω"]) for _ in range(20_000))
+    chunked = chunk_document(TextDocument(text), tokenizer, 37)
+    assert _decoded(chunked) == text
+    assert all("\ufffd" not in chunked.chunk_text(i) for i in range(chunked.num_chunks))
+
+
+def test_a_million_token_file_chunks_exactly(tokenizer, tmp_path):
+    path = tmp_path / "big.txt"
+    paragraphs = haystack_paragraphs()
+    with path.open("w", encoding="utf-8") as handle:
+        written = 0
+        while written < 4_600_000:
+            for paragraph in paragraphs:
+                handle.write(paragraph + "\n\n")
+                written += len(paragraph) + 2
+    chunked = chunk_document(FileDocument(path), tokenizer, 5000)
+    assert chunked.num_tokens >= 1_000_000
+    assert chunked.num_chunks == pytest.approx(chunked.num_tokens / 5000, abs=2)
+    assert _decoded(chunked) == path.read_text(encoding="utf-8")
+
+
+def test_langchain_document_boundaries_are_chunk_boundaries(tokenizer):
+    documents = [Document("first " * 300, metadata={"page": 1}), Document("second " * 10, metadata={"page": 2})]
+    chunked = chunk_document(LangChainDocuments(documents), tokenizer, 100)
+    last = chunked.num_chunks - 1
+    assert chunked.chunk_text(last) == "second " * 10
+    assert chunked.chunk_metadata(last) == {"page": 2}
+    assert chunked.chunk_metadata(0) == {"page": 1}
+
+
+def test_fingerprint_is_stable_for_the_same_content_tokenizer_and_size(tokenizer, needle):
+    first = chunk_document(TextDocument(needle.text), tokenizer, 256).fingerprint
+    assert first == chunk_document(TextDocument(needle.text), tokenizer, 256).fingerprint
+
+
+def test_fingerprint_changes_with_content_tokenizer_or_chunk_size(tokenizer, needle):
+    from memagent_graph import ApproximateTokenizer
+
+    base = chunk_document(TextDocument(needle.text), tokenizer, 256).fingerprint
+    assert base != chunk_document(TextDocument(needle.text + "!"), tokenizer, 256).fingerprint
+    assert base != chunk_document(TextDocument(needle.text), tokenizer, 257).fingerprint
+    assert base != chunk_document(TextDocument(needle.text), ApproximateTokenizer(), 256).fingerprint

@@ -1,0 +1,47 @@
+import pytest
+
+from memagent_graph import PromptSet
+from memagent_graph.errors import PromptTemplateError
+
+
+def test_default_update_prompt_orders_question_memory_section():
+    text = PromptSet().render_update(question="Q?", memory="M", section="S")
+    assert text.index("Q?") < text.index("M") < text.index("S")
+
+
+def test_empty_memory_renders_as_no_previous_notes():
+    assert "No previous notes." in PromptSet().render_update(question="q", memory="", section="s")
+
+
+def test_answer_prompt_asks_for_a_boxed_answer_and_has_no_section():
+    text = PromptSet().render_answer(question="q", memory="m")
+    assert "\\boxed{}" in text and "<section>" not in text
+
+
+def test_braces_in_values_are_not_substituted_again():
+    text = PromptSet().render_update(question="{memory}", memory="mem", section="{question} {x}")
+    assert "{memory}" in text and "{question} {x}" in text
+
+
+def test_custom_templates_from_strings_keep_literal_braces():
+    prompts = PromptSet(update="{question}|{memory}|{section}", answer="{question} {memory} \\boxed{}")
+    assert prompts.render_update(question="a", memory="b", section="c") == "a|b|c"
+    assert prompts.render_answer(question="a", memory="b") == "a b \\boxed{}"
+
+
+def test_custom_templates_from_files(tmp_path):
+    path = tmp_path / "answer.txt"
+    path.write_text("Answer {question} from {memory}", encoding="utf-8")
+    prompts = PromptSet.from_files(answer=path)
+    assert prompts.render_answer(question="q", memory="m") == "Answer q from m"
+    assert prompts.update == PromptSet().update
+
+
+def test_missing_placeholder_is_named():
+    with pytest.raises(PromptTemplateError, match=r"update template: missing \{section\}"):
+        PromptSet(update="{question} {memory}")
+
+
+def test_unknown_placeholder_is_named():
+    with pytest.raises(PromptTemplateError, match=r"answer template: unknown \{context\}"):
+        PromptSet(answer="{question} {memory} {context}")
