@@ -9,6 +9,8 @@ one background thread groups pending requests with the same sampling settings an
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -18,7 +20,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,7 @@ _LOCAL_EXTRAS = ("torch", "transformers", "gguf", "accelerate")
 _INSTALL_EXTRAS = 'pip install "memagent-graph[local]"'
 _CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p"})
 _IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
+_CONVERT_LOCK = threading.Lock()
 
 
 def smollm2_gguf_path() -> Path:
@@ -81,24 +84,27 @@ def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
     target = cache / _FOLDER_NAME
     if _is_complete(target):
         return target
-    gguf = smollm2_gguf_path()
-    if target.exists():  # only a hand-edited folder can be incomplete: the rename below installs whole folders
-        logger.warning("replacing the incomplete model folder %s", target)
-        shutil.rmtree(target)
-    cache.mkdir(parents=True, exist_ok=True)
-    logger.info("converting %s to a bf16 model in %s once (about 20 s)", gguf.name, target)
-    started = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
-    try:
-        _convert_gguf(gguf, scratch)
+    gguf_file = smollm2_gguf_path()
+    with _CONVERT_LOCK:
+        if _is_complete(target):  # another thread converted it meanwhile
+            return target
+        if target.exists():  # only a hand-edited folder can be incomplete: the rename below installs whole folders
+            logger.warning("replacing the incomplete model folder %s", target)
+            shutil.rmtree(target)
+        cache.mkdir(parents=True, exist_ok=True)
+        logger.info("converting %s to a bf16 model in %s once (about 20 s)", gguf_file.name, target)
+        started = time.perf_counter()
+        scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
         try:
-            os.rename(scratch, target)
-        except OSError:
-            if not _is_complete(target):  # another process did not win the race: a real failure
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # nothing left after a successful rename
-    logger.info("converted the embedded model in %.1f s", time.perf_counter() - started)
+            _convert_gguf(gguf_file, scratch)
+            try:
+                os.rename(scratch, target)
+            except OSError:
+                if not _is_complete(target):  # not another process winning the race: a real failure
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)  # nothing is left there after a successful rename
+        logger.info("converted the embedded model in %.1f s", time.perf_counter() - started)
     return target
 
 
@@ -125,22 +131,43 @@ def _is_complete(folder: Path) -> bool:
     return all((folder / name).is_file() for name in _FOLDER_FILES)
 
 
-def _convert_gguf(gguf: Path, out: Path) -> None:
+def _convert_gguf(gguf_file: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    source, name = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name, local_files_only=True)
-    quantized = AutoModelForCausalLM.from_pretrained(
-        source, gguf_file=name, dtype=torch.float32, local_files_only=True
-    )
+    source, name = str(gguf_file.parent), gguf_file.name
+    with _gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name, local_files_only=True)
+        quantized = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=name, dtype=torch.float32, local_files_only=True
+        )
     config = quantized.config
     if hasattr(config, "quantization_config"):  # a GGUF-loaded model refuses save_pretrained; a plain copy does not
         delattr(config, "quantization_config")
-    model = LlamaForCausalLM(config)
-    model.load_state_dict(quantized.state_dict())  # strict: every tensor must match
+    with torch.device("meta"):  # no random initialisation: every weight is assigned below
+        model = LlamaForCausalLM(config)
+    model.load_state_dict(quantized.state_dict(), assign=True)  # strict: every tensor must match
+    model.tie_weights()
     model.to(torch.bfloat16).save_pretrained(out)
     tokenizer.save_pretrained(out)  # tokenizer.json, tokenizer_config.json, chat_template.jinja
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Share one GGUF parse and one tensor-name map while transformers loads the file.
+
+    transformers parses the GGUF three times (config, tokenizer, weights) and rebuilds gguf's tensor-name map
+    for each of ~400 modules: ~50 s on 2 cores, ~20 s with this. Callers hold `_CONVERT_LOCK`.
+    """
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.cache(reader)
+    gguf.get_tensor_name_map = functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 @dataclass(frozen=True)
@@ -182,7 +209,6 @@ class _Engine:
         self.generate_calls = 0
         self._folder: Path | None = None
         self._tokenizer: HuggingFaceTokenizer | None = None
-        self._folder_lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._queue: queue.Queue[_Request] = queue.Queue()
@@ -194,15 +220,15 @@ class _Engine:
         return f"{base}+{Path(self.adapter_path).name}" if self.adapter_path else base
 
     def folder(self) -> Path:
-        with self._folder_lock:
-            if self._folder is None:
-                self._folder = Path(self.model_path).expanduser() if self.model_path else ensure_local_model()
-                if not self._folder.is_dir():
-                    raise ConfigError(
-                        f"model folder not found: {self._folder}; pass a local Hugging Face model folder, "
-                        "or leave model_path unset for the embedded SmolLM2"
-                    )
-            return self._folder
+        if self._folder is None:
+            folder = Path(self.model_path).expanduser() if self.model_path else ensure_local_model()
+            if not folder.is_dir():
+                raise ConfigError(
+                    f"model folder not found: {folder}; pass a local Hugging Face model folder, "
+                    "or leave model_path unset for the embedded SmolLM2"
+                )
+            self._folder = folder
+        return self._folder
 
     def tokenizer(self) -> HuggingFaceTokenizer:
         if self._tokenizer is None:

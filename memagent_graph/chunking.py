@@ -55,8 +55,14 @@ class ChunkedDocument:
         return self.part_metadata[self.parts[index]]
 
 
-def chunk_document(source: DocumentSource, tokenizer: Tokenizer, chunk_tokens: int) -> ChunkedDocument:
-    """Chunk ``source`` with ``tokenizer`` in one streaming pass; raises `EmptyDocumentError` if it has no text."""
+def chunk_document(
+    source: DocumentSource, tokenizer: Tokenizer, chunk_tokens: int, *, doc_id: str | None = None
+) -> ChunkedDocument:
+    """Chunk ``source`` with ``tokenizer`` in one streaming pass; raises `EmptyDocumentError` if it has no text.
+
+    ``doc_id`` names the result (default: the source's own id).
+    """
+    doc_id = doc_id or source.doc_id
     if chunk_tokens <= 0:
         raise ValueError("chunk_tokens must be positive")
     hasher = ContentHasher()
@@ -83,9 +89,9 @@ def chunk_document(source: DocumentSource, tokenizer: Tokenizer, chunk_tokens: i
             parts.append(part_index)
             buffer = buffer[cut:]
     if not has_text:
-        raise EmptyDocumentError(f"document {source.doc_id!r} is empty (no text to read)")
+        raise EmptyDocumentError(f"document {doc_id!r} is empty (no text to read)")
     return ChunkedDocument(
-        doc_id=source.doc_id,
+        doc_id=doc_id,
         fingerprint=fingerprint_of(hasher.hexdigest(), tokenizer.name, chunk_tokens),
         chunk_tokens=chunk_tokens,
         tokenizer=tokenizer,

@@ -9,15 +9,16 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from memagent_graph.agent import MemAgent
-from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents import DocumentSource, FileDocument, TextDocument
-from memagent_graph.errors import DocumentEncodingError, MemAgentError
-from memagent_graph.progress import ProgressBar
-from memagent_graph.tokenization import HuggingFaceTokenizer, Tokenizer
+from memagent_graph.errors import DocumentEncodingError, EmptyQuestionError, MemAgentError
+
+if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inputs are known to be good
+    from memagent_graph.agent import MemAgent
+    from memagent_graph.config import MemAgentConfig
+    from memagent_graph.state import MemAgentResult
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -66,6 +67,8 @@ def _model_options(
 
 
 def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
+    from memagent_graph.config import MemAgentConfig
+
     settings = {"temperature": args.temperature, "top_p": args.top_p, **defaults}
     for key in ("chunk_tokens", "memory_tokens", "answer_tokens"):
         if getattr(args, key) is not None:
@@ -73,14 +76,14 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     return MemAgentConfig.build(**settings)
 
 
-def _agent(args: argparse.Namespace, config: MemAgentConfig, *, force_embedded: bool = False) -> MemAgent:
+def _agent(args: argparse.Namespace, config: MemAgentConfig) -> MemAgent:
     """The model named by the options/environment, else the embedded engine; says which on stderr."""
+    from memagent_graph.agent import MemAgent
     from memagent_graph.integrations.openai_compatible import endpoint_from_env, openai_compatible
+    from memagent_graph.tokenization import HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
     tokenizer: Tokenizer | None = HuggingFaceTokenizer(args.tokenizer) if args.tokenizer else None
-    endpoint = (
-        None if force_embedded else endpoint_from_env(base_url=args.base_url, model=args.model, api_key=args.api_key)
-    )
+    endpoint = endpoint_from_env(base_url=args.base_url, model=args.model, api_key=args.api_key)
     if endpoint is None:
         from memagent_graph.integrations.local_engine import embedded_chat_model
 
@@ -88,8 +91,6 @@ def _agent(args: argparse.Namespace, config: MemAgentConfig, *, force_embedded: 
         tokenizer = tokenizer or model.tokenizer()
         log.info("model: embedded SmolLM2-135M-Instruct on CPU%s", f" + adapter {args.adapter}" if args.adapter else "")
     else:
-        from memagent_graph.tokenization import VLLMServerTokenizer
-
         model = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=tokenizer)
         log.info("model: %s at %s (OpenAI-compatible)", model.model_name, endpoint.base_url)
         if tokenizer is None:
@@ -110,8 +111,17 @@ def _document(path: str) -> DocumentSource:
         raise DocumentEncodingError(f"stdin is not valid UTF-8 (byte offset {exc.start})") from None
 
 
-def _run(agent: MemAgent, question: str, document: DocumentSource, *, show: bool, on_event=None):
+def _run(
+    agent: MemAgent,
+    question: str,
+    document: DocumentSource,
+    *,
+    show: bool,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> MemAgentResult:
     """Stream a read with a progress bar on stderr; returns the `MemAgentResult`."""
+    from memagent_graph.progress import ProgressBar
+
     chunked = agent.chunk(document)
     result = None
     with ProgressBar(total=chunked.num_chunks, tokens=chunked.num_tokens, enabled=show) as bar:
@@ -127,10 +137,10 @@ def _run(agent: MemAgent, question: str, document: DocumentSource, *, show: bool
 
 def _ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
-        raise MemAgentError("the question is empty; ask something about the document")
+        raise EmptyQuestionError("the question is empty; ask something about the document")
     document = _document(args.document)
-    agent = _agent(args, _config(args))
-    result = _run(agent, args.question, document, show=not args.quiet)
+    config = _config(args)
+    result = _run(_agent(args, config), args.question, document, show=not args.quiet)
     if args.json:
         print(json.dumps(result.to_json_dict(), ensure_ascii=False))
     else:
@@ -170,14 +180,23 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_logging(*, debug: bool) -> None:
+    """Our messages at INFO as ``memagent: ...`` on stderr; other libraries' only with --debug."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("memagent: %(message)s"))
+    for name in ("memagent", "memagent_graph"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG if debug else logging.INFO)
+        logger.propagate = False
+    if debug:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memagent`` console script."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO, format="memagent: %(message)s", stream=sys.stderr
-    )
-    for noisy in ("httpx", "openai", "httpcore", "transformers"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if args.debug else logging.WARNING)
+    _configure_logging(debug=args.debug)
     try:
         return {"ask": _ask, "demo": _demo}[args.command](args)
     except MemAgentError as exc:

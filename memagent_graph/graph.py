@@ -25,8 +25,9 @@ _RECURSION_SLACK = 8
 
 
 def recursion_limit_for(num_chunks: int) -> int:
-    """The superstep budget a run over ``num_chunks`` chunks needs (two per chunk, the answer, slack)."""
-    return STEPS_PER_CHUNK * num_chunks + 1 + _RECURSION_SLACK
+    """The superstep budget a run over ``num_chunks`` chunks needs: two per chunk, one for the answer,
+    one for the input (measured: ``2n + 2`` is the least that completes), plus slack."""
+    return STEPS_PER_CHUNK * num_chunks + 2 + _RECURSION_SLACK
 
 
 def _more_chunks(state: MemAgentState) -> Literal["read_chunk", "final_answer"]:

@@ -65,7 +65,7 @@ class DocumentRegistry:
             if (hit := self._chunked.get(key)) is not None:
                 self._chunked.move_to_end(key)
                 return hit
-            chunked = chunk_document(self.get(doc_id), tokenizer, chunk_tokens)
+            chunked = chunk_document(self.get(doc_id), tokenizer, chunk_tokens, doc_id=doc_id)
             self._chunked[key] = chunked
             while len(self._chunked) > self._max_cached:
                 self._chunked.popitem(last=False)

@@ -2,40 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.runtime import get_runtime
 from memagent_graph.nodes.answer_extraction import extract_answer
-from memagent_graph.nodes.model_call import add_usage, complete
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.state import MemAgentState, RunSettings, StepRecord
 from memagent_graph.tokenization import Tokenizer
 
-AnswerNode = Callable[[MemAgentState, Runtime[RunSettings], RunnableConfig], Awaitable[dict[str, Any]]]
 
-
-def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig) -> AnswerNode:
+def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig) -> RunnableLambda:
     """Build the node that answers from the memory and records whether the answer was boxed."""
+    config_ = memagent_config
 
-    async def final_answer(
-        state: MemAgentState, runtime: Runtime[RunSettings], config: RunnableConfig
-    ) -> dict[str, Any]:
-        settings = runtime.context or RunSettings()
-        memory = state.get("memory", "")
-        completion = await complete(
-            model,
-            memagent_config.prompts.render_answer(question=state["question"], memory=memory),
-            max_tokens=int(settings.value("answer_tokens", memagent_config.answer_tokens)),
-            temperature=settings.value("temperature", memagent_config.temperature),
-            top_p=settings.value("top_p", memagent_config.top_p),
-            tokenizer=tokenizer,
-            config=config,
+    def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
+        settings = get_runtime(RunSettings).context or RunSettings()
+        prompt = config_.prompts.render_answer(question=state["question"], memory=state.get("memory", ""))
+        return prompt, CallOptions(
+            max_tokens=int(settings.value("answer_tokens", config_.answer_tokens)),
+            temperature=settings.value("temperature", config_.temperature),
+            top_p=settings.value("top_p", config_.top_p),
         )
+
+    def finish(state: MemAgentState, completion: Completion) -> dict[str, Any]:
         answer, source = extract_answer(completion.text)
+        memory = state.get("memory", "")
         step: StepRecord = {
             "node": "final_answer",
             "chunk": state["num_chunks"],
@@ -55,4 +50,12 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
             "usage": add_usage(state.get("usage"), completion),
         }
 
-    return final_answer
+    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        prompt, options = prepare(state)
+        return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config))
+
+    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        prompt, options = prepare(state)
+        return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config))
+
+    return RunnableLambda(sync, afunc=async_, name="final_answer")

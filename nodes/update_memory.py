@@ -3,49 +3,44 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.config import get_stream_writer
+from langgraph.runtime import get_runtime
 from memagent_graph.nodes.memory_budget import enforce_memory_budget
-from memagent_graph.nodes.model_call import add_usage, complete
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import PROGRESS_EVENT, MemAgentState, RunSettings, StepRecord
 from memagent_graph.tokenization import Tokenizer
 
-UpdateNode = Callable[[MemAgentState, Runtime[RunSettings], RunnableConfig], Awaitable[dict[str, Any]]]
-
 
 def update_memory(
     model: BaseChatModel, documents: DocumentRegistry, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig
-) -> UpdateNode:
+) -> RunnableLambda:
     """Build the node that rewrites the memory from chunk ``cursor`` and advances the cursor."""
+    config_ = memagent_config
 
-    async def update_memory(
-        state: MemAgentState, runtime: Runtime[RunSettings], config: RunnableConfig
-    ) -> dict[str, Any]:
-        settings = runtime.context or RunSettings()
-        cursor = state["cursor"]
-        doc = documents.chunked(state["doc_id"], tokenizer, memagent_config.chunk_tokens)
-        previous = state.get("memory", "")
-        budget = int(settings.value("memory_tokens", memagent_config.memory_tokens))
-        prompt = memagent_config.prompts.render_update(
-            question=state["question"], memory=previous, section=doc.chunk_text(cursor)
+    def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
+        settings = get_runtime(RunSettings).context or RunSettings()
+        doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
+        prompt = config_.prompts.render_update(
+            question=state["question"], memory=state.get("memory", ""), section=doc.chunk_text(state["cursor"])
         )
-        completion = await complete(
-            model,
-            prompt,
-            max_tokens=budget,
-            temperature=settings.value("temperature", memagent_config.temperature),
-            top_p=settings.value("top_p", memagent_config.top_p),
-            tokenizer=tokenizer,
-            config=config,
+        return prompt, CallOptions(
+            max_tokens=int(settings.value("memory_tokens", config_.memory_tokens)),
+            temperature=settings.value("temperature", config_.temperature),
+            top_p=settings.value("top_p", config_.top_p),
         )
-        memory = enforce_memory_budget(completion.text, previous=previous, tokenizer=tokenizer, budget=budget)
+
+    def finish(state: MemAgentState, completion: Completion, options: CallOptions) -> dict[str, Any]:
+        cursor, previous = state["cursor"], state.get("memory", "")
+        memory = enforce_memory_budget(
+            completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens
+        )
         step: StepRecord = {
             "node": "update_memory",
             "chunk": cursor,
@@ -57,7 +52,7 @@ def update_memory(
             "truncated": memory.truncated,
             "empty": memory.empty,
         }
-        runtime.stream_writer(
+        get_stream_writer()(
             {
                 "type": PROGRESS_EVENT,
                 "doc_id": state["doc_id"],
@@ -75,4 +70,12 @@ def update_memory(
             "usage": add_usage(state.get("usage"), completion),
         }
 
-    return update_memory
+    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        prompt, options = prepare(state)
+        return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config), options)
+
+    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        prompt, options = prepare(state)
+        return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config), options)
+
+    return RunnableLambda(sync, afunc=async_, name="update_memory")

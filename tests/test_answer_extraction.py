@@ -1,5 +1,4 @@
 import pytest
-
 from memagent_graph.nodes import extract_answer, last_boxed
 
 

@@ -1,0 +1,135 @@
+"""The `MemAgent` facade: results, streaming, batching, resuming a checkpointed thread."""
+
+import asyncio
+
+import pytest
+from langchain_core.documents import Document
+from langgraph.checkpoint.memory import InMemorySaver
+
+from memagent_graph import LangChainDocuments, MemAgent, MemAgentConfig, MemAgentResult, TextDocument
+from memagent_graph.errors import ConfigError, EmptyQuestionError, ModelError
+from memagent_graph.testing import RuleMemoryModel
+
+CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+
+
+@pytest.fixture
+def agent(model, tokenizer):
+    return MemAgent(model, config=CONFIG, tokenizer=tokenizer)
+
+
+def test_invoke_returns_a_result_with_answer_memory_steps_and_usage(agent, needle):
+    result = agent.invoke(needle.question, TextDocument(needle.text))
+    assert result.answer == needle.answer
+    assert needle.answer in result.memory
+    assert len(result.steps) == result.num_chunks + 1 == result.usage["calls"]
+    assert [s["node"] for s in result.steps][-2:] == ["update_memory", "final_answer"]
+    assert result.elapsed_s > 0 and result.thread_id
+
+
+async def test_ainvoke_equals_invoke(agent, needle):
+    document = TextDocument(needle.text)
+    first = await agent.ainvoke(needle.question, document)
+    assert first.answer == agent.invoke(needle.question, document).answer
+
+
+def test_invoke_works_inside_a_running_event_loop(agent, needle):
+    async def caller():
+        return agent.invoke(needle.question, TextDocument(needle.text))
+
+    assert asyncio.run(caller()).answer == needle.answer
+
+
+def test_stream_yields_progress_then_the_result(agent, needle):
+    items = list(agent.stream(needle.question, TextDocument(needle.text)))
+    *events, result = items
+    assert isinstance(result, MemAgentResult)
+    assert [e["chunk"] for e in events] == list(range(1, result.num_chunks + 1))
+
+
+def test_the_recursion_limit_is_computed_and_passed(agent, needle, monkeypatch):
+    seen = {}
+    original = agent.graph.astream
+
+    def spy(graph_input, config, **kwargs):
+        seen.update(config)
+        return original(graph_input, config, **kwargs)
+
+    monkeypatch.setattr(agent.graph, "astream", spy)
+    result = agent.invoke(needle.question, TextDocument(needle.text))
+    assert seen["recursion_limit"] == 2 * result.num_chunks + 10
+
+
+def test_batch_answers_each_question_in_order(agent, tokenizer):
+    from memagent_graph.haystack import needle_document
+
+    tasks = [needle_document(tokens=1200, tokenizer=tokenizer, seed=s) for s in range(4)]
+    results = agent.batch([t.question for t in tasks], [TextDocument(t.text) for t in tasks], max_concurrency=2)
+    assert [r.answer for r in results] == [t.answer for t in tasks]
+    assert len({r.thread_id for r in results}) == 4
+
+
+async def test_abatch_with_one_document_for_many_questions(agent, needle):
+    results = await agent.abatch([needle.question, "What is the special magic planet?"], TextDocument(needle.text))
+    assert results[0].answer == needle.answer and results[1].answer == needle.answer  # the rule model boxes any fact
+
+
+async def test_abatch_can_return_exceptions_per_question(agent, needle):
+    results = await agent.abatch([needle.question, ""], TextDocument(needle.text), return_exceptions=True)
+    assert results[0].answer == needle.answer and isinstance(results[1], EmptyQuestionError)
+
+
+def test_documents_can_be_named_by_registry_id(agent, needle):
+    doc_id = agent.documents.add(TextDocument(needle.text), doc_id="report")
+    assert agent.invoke(needle.question, doc_id).answer == needle.answer
+
+
+def test_langchain_documents_are_read_in_order(agent, tokenizer):
+    documents = [Document("The special magic city is lyon-1111.", metadata={"p": 1}),
+                 Document("The special magic city is oslo-2222.", metadata={"p": 2})]
+    assert agent.invoke("What is the special magic city?", LangChainDocuments(documents)).answer == "oslo-2222"
+
+
+def test_empty_question_is_refused_before_any_model_call(agent, model, needle):
+    with pytest.raises(EmptyQuestionError):
+        agent.invoke("  ", TextDocument(needle.text))
+    assert model.calls == []
+
+
+class FailAt(RuleMemoryModel):
+    fail_at: int = -1
+
+    def _reply(self, messages, options):
+        if len(self.calls) == self.fail_at:
+            self.fail_at = -1
+            raise ModelError("simulated outage")
+        return super()._reply(messages, options)
+
+
+def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(tokenizer, needle):
+    model = FailAt(fail_at=3)
+    agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
+    with pytest.raises(ModelError):
+        agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
+    sent_before = [c["prompt"] for c in model.calls]
+    result = agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
+    resent = [c["prompt"] for c in model.calls[len(sent_before):]]
+    assert result.answer == needle.answer
+    assert not set(resent) & set(sent_before)
+    assert len(sent_before) + len(resent) == result.num_chunks + 1
+
+
+def test_resuming_a_thread_with_another_question_is_refused(tokenizer, needle):
+    agent = MemAgent(FailAt(fail_at=2), config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
+    with pytest.raises(ModelError):
+        agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
+    with pytest.raises(ConfigError, match="unfinished run for another question"):
+        agent.invoke("Another question?", TextDocument(needle.text), thread_id="job")
+
+
+def test_a_finished_thread_can_run_a_new_read(tokenizer, needle):
+    agent = MemAgent(RuleMemoryModel(), config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
+    agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
+    other = TextDocument("The special magic city is rome-3333.")
+    result = agent.invoke("What is the special magic city?", other, thread_id="job")
+    assert (result.answer, result.num_chunks) == ("rome-3333", 1)

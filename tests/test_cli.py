@@ -1,0 +1,134 @@
+"""The ``memagent`` command through a subprocess: answers, JSON, and one clear line for every bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from openai_server import FakeOpenAIServer
+
+SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30"]
+
+
+def memagent(*args, stdin=None, env_extra=None):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memagent_graph.cli", *args],
+        input=stdin, capture_output=True, text=True, timeout=120, env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tokenizer):
+    with FakeOpenAIServer(tokenizer=tokenizer) as running:
+        yield running
+
+
+@pytest.fixture
+def doc(tmp_path, needle):
+    path = tmp_path / "doc.txt"
+    path.write_text(needle.text, encoding="utf-8")
+    return path
+
+
+def _assert_one_line_error(result, expected):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and expected in errors[0], result.stderr
+
+
+def test_ask_prints_the_answer_and_names_the_model(server, doc, needle):
+    result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, *SMALL)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == needle.answer
+    assert f"model: rule-model at {server.base_url}" in result.stderr
+    assert "tokenizer: the server's /tokenize" in result.stderr
+
+
+def test_ask_json_prints_the_result_object(server, doc, needle):
+    result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, "--json", "--quiet", *SMALL)
+    payload = json.loads(result.stdout)
+    assert {"answer", "memory", "num_chunks", "steps", "usage", "elapsed_s"} <= set(payload)
+    assert payload["answer"] == needle.answer
+    assert len(payload["steps"]) == payload["num_chunks"] + 1
+
+
+def test_ask_reads_stdin(server, needle):
+    result = memagent("ask", "-", needle.question, "--base-url", server.base_url, "--quiet", *SMALL,
+                      stdin=needle.text)
+    assert result.stdout.strip() == needle.answer
+
+
+def test_ask_uses_a_local_tokenizer_folder(server, doc, needle, tokenizer, tmp_path):
+    tokenizer._backend.save(str(tmp_path / "tokenizer.json"))
+    result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, "--tokenizer",
+                      str(tmp_path), "--quiet", *SMALL)
+    assert result.stdout.strip() == needle.answer
+    assert "/tokenize" not in result.stderr
+
+
+def test_endpoint_comes_from_the_environment(server, doc, needle):
+    result = memagent("ask", str(doc), needle.question, "--quiet", *SMALL,
+                      env_extra={"MEMAGENT_BASE_URL": server.base_url})
+    assert result.stdout.strip() == needle.answer
+
+
+def test_missing_file(tmp_path):
+    _assert_one_line_error(memagent("ask", str(tmp_path / "nope.txt"), "q"), "document not found")
+
+
+def test_directory(tmp_path):
+    _assert_one_line_error(memagent("ask", str(tmp_path), "q"), "is a directory")
+
+
+def test_binary_file(server, tmp_path):
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "binary file")
+
+
+def test_invalid_utf8(server, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("déjà vu".encode("latin-1"))
+    _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "not valid UTF-8")
+
+
+def test_empty_document(server, tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("\n  \n")
+    _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "is empty")
+
+
+def test_empty_question(doc):
+    _assert_one_line_error(memagent("ask", str(doc), "   "), "question is empty")
+
+
+def test_memory_not_smaller_than_chunk(doc):
+    _assert_one_line_error(memagent("ask", str(doc), "q", "--chunk-tokens", "100", "--memory-tokens", "100"),
+                           "must be smaller than chunk_tokens")
+
+
+def test_unreachable_endpoint(doc):
+    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+                           "cannot reach the model endpoint")
+
+
+def test_rejected_api_key(doc, tokenizer):
+    with FakeOpenAIServer(status=401) as failing:
+        result = memagent("ask", str(doc), "q", "--base-url", failing.base_url, "--model", "m", "--api-key", "sk-x")
+    _assert_one_line_error(result, "HTTP 401")
+    assert "sk-x" not in result.stderr
+
+
+def test_unknown_model(server, doc):
+    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", server.base_url, "--model", "gpt-nope"),
+                           "HTTP 404")
+
+
+def test_missing_tokenizer_folder(server, doc, tmp_path):
+    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", server.base_url, "--tokenizer",
+                                    str(tmp_path / "none")), "tokenizer not found")

@@ -1,0 +1,193 @@
+"""The graph's behaviour with a deterministic rule-following model."""
+
+import re
+
+import pytest
+from langgraph.errors import GraphRecursionError
+
+from memagent_graph import (
+    DocumentRegistry,
+    MemAgentConfig,
+    TextDocument,
+    build_memagent_graph,
+    create_memagent,
+    recursion_limit_for,
+)
+from memagent_graph.errors import FingerprintMismatchError
+from memagent_graph.testing import RuleMemoryModel
+
+CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+
+
+def _graph(model, tokenizer, text, config=CONFIG, **options):
+    documents = DocumentRegistry({"doc": TextDocument(text)})
+    graph = create_memagent(model, documents=documents, tokenizer=tokenizer, config=config, **options)
+    chunked = documents.chunked("doc", tokenizer, config.chunk_tokens)
+    return graph, chunked
+
+
+def _run(graph, chunked, question="What is the special magic city?", **config):
+    return graph.invoke(
+        {"question": question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks), **config},
+    )
+
+
+def _section(prompt):
+    return re.search(r"<section>\n(.*?)\n</section>", prompt, re.DOTALL).group(1)
+
+
+def test_build_returns_an_uncompiled_graph_with_the_three_nodes(model, tokenizer):
+    builder = build_memagent_graph(model, documents=DocumentRegistry(), tokenizer=tokenizer)
+    assert {"read_chunk", "update_memory", "final_answer"} <= set(builder.nodes)
+    assert not hasattr(builder, "invoke")
+
+
+async def test_prompts_carry_each_chunk_in_order(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    await graph.ainvoke(
+        {"question": needle.question, "doc_id": "doc"}, {"recursion_limit": recursion_limit_for(chunked.num_chunks)}
+    )
+    updates = [call["prompt"] for call in model.calls[:-1]]
+    assert [_section(p) for p in updates] == [chunked.chunk_text(i) for i in range(chunked.num_chunks)]
+
+
+def test_memory_passes_from_each_step_to_the_next(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    updates = graph.stream(
+        {"question": needle.question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        stream_mode="updates",
+    )
+    memories = [u["update_memory"]["memory"] for u in updates if "update_memory" in u]
+    prompts = [call["prompt"] for call in model.calls]
+    assert "No previous notes." in prompts[0]
+    for memory, prompt in zip(memories, prompts[1:], strict=True):
+        assert f"<previous_notes>\n{memory}\n</previous_notes>" in prompt or f"<notes>\n{memory}\n</notes>" in prompt
+
+
+def test_answer_comes_from_the_memory_boxed(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    result = _run(graph, chunked, needle.question)
+    assert (result["answer"], result["answer_source"]) == (needle.answer, "boxed")
+    assert "<section>" not in model.calls[-1]["prompt"]
+
+
+def test_output_reports_chunks_and_usage(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    result = _run(graph, chunked, needle.question)
+    assert result["num_chunks"] == chunked.num_chunks > 3
+    assert result["usage"]["calls"] == chunked.num_chunks + 1
+    assert result["usage"]["prompt_tokens"] > chunked.num_tokens
+
+
+def test_token_limits_and_sampling_reach_the_model(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    _run(graph, chunked, needle.question)
+    assert {(c["max_tokens"], c["temperature"], c["top_p"]) for c in model.calls[:-1]} == {(120, 0.7, 0.95)}
+    assert model.calls[-1]["max_tokens"] == 50
+
+
+def test_run_settings_override_the_config_per_run(model, tokenizer, needle):
+    from memagent_graph import RunSettings
+
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    graph.invoke(
+        {"question": needle.question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        context=RunSettings(memory_tokens=60, temperature=0.0),
+    )
+    assert {(c["max_tokens"], c["temperature"]) for c in model.calls[:-1]} == {(60, 0.0)}
+
+
+def test_memory_budget_is_enforced_and_flagged(tokenizer, needle):
+    graph, chunked = _graph(RuleMemoryModel(pad_words=500), tokenizer, needle.text)
+    steps = [u["update_memory"]["last_step"] for u in graph.stream(
+        {"question": needle.question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        stream_mode="updates",
+    ) if "update_memory" in u]
+    assert all(s["truncated"] and s["memory_tokens"] <= 120 for s in steps)
+
+
+def test_empty_completion_keeps_the_previous_memory(tokenizer, needle):
+    model = RuleMemoryModel(empty_replies_at=frozenset({2}))
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    updates = list(graph.stream(
+        {"question": needle.question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        stream_mode="updates",
+    ))
+    memories = [u["update_memory"] for u in updates if "update_memory" in u]
+    assert memories[2]["last_step"]["empty"] is True
+    assert memories[2]["memory"] == memories[1]["memory"]
+
+
+def test_progress_events_count_chunks(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    events = list(graph.stream(
+        {"question": needle.question, "doc_id": "doc"},
+        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        stream_mode="custom",
+    ))
+    assert [(e["chunk"], e["total"]) for e in events] == [(i + 1, chunked.num_chunks) for i in range(chunked.num_chunks)]
+    assert all(e["type"] == "memagent.progress" and e["elapsed_s"] >= 0 for e in events)
+
+
+def test_computed_recursion_limit_is_enough_and_one_less_is_not(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    exact = recursion_limit_for(chunked.num_chunks) - 8  # without the slack
+    graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": exact})
+    with pytest.raises(GraphRecursionError):
+        graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": exact - 1})
+
+
+def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, needle):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph, chunked = _graph(model, tokenizer, needle.text, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    _run(graph, chunked, needle.question, **config)
+    values = graph.get_state(config).values
+    assert set(values) <= {"question", "doc_id", "fingerprint", "num_chunks", "cursor", "chunk", "memory",
+                           "started_at", "last_step", "usage", "answer", "answer_source"}
+    assert not any(isinstance(v, list) for v in values.values())
+    assert chunked.chunk_text(0)[:200] not in str(values)
+
+
+def test_resuming_a_thread_on_another_document_is_refused(model, tokenizer, needle):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    documents = DocumentRegistry({"doc": TextDocument(needle.text)})
+    graph = create_memagent(model, documents=documents, tokenizer=tokenizer, config=CONFIG,
+                            checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 2}
+    with pytest.raises(GraphRecursionError):  # stops the run after its first chunk
+        graph.invoke({"question": needle.question, "doc_id": "doc"}, config)
+    documents.add(TextDocument(needle.text + " changed"), doc_id="doc")
+    with pytest.raises(FingerprintMismatchError, match="different document"):
+        graph.invoke(None, {**config, "recursion_limit": 100})
+
+
+def test_checkpoint_database_of_a_200_chunk_run_stays_small(tokenizer, tmp_path):
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    text = " ".join(f"Sentence {i} of the long report, with some ordinary filler words." for i in range(4000))
+    path = tmp_path / "checkpoints.db"
+    connection = sqlite3.connect(path, check_same_thread=False)
+    config = MemAgentConfig(chunk_tokens=300, memory_tokens=200)
+    graph, chunked = _graph(RuleMemoryModel(pad_words=150), tokenizer, text, config=config,
+                            checkpointer=SqliteSaver(connection))
+    assert chunked.num_chunks >= 200
+    graph.invoke(
+        {"question": "q", "doc_id": "doc"},
+        {"configurable": {"thread_id": "t"}, "recursion_limit": recursion_limit_for(chunked.num_chunks)},
+        durability="sync",
+    )
+    connection.close()
+    size = path.stat().st_size
+    # Measured ~11 KB per chunk (two checkpoints of a ~1 KB memory plus SQLite overhead). Document or chunk text
+    # in state would add the whole text to every one of the ~2 checkpoints per chunk (hundreds of MB here).
+    assert size < chunked.num_chunks * 16_000, size

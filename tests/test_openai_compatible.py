@@ -1,0 +1,97 @@
+"""The graph through `openai_compatible` against a real HTTP server on loopback."""
+
+import pytest
+from memagent_graph.integrations import chat_model_from_env, openai_compatible
+from openai_server import FakeOpenAIServer
+
+from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.errors import (
+    ConfigError,
+    EndpointUnreachableError,
+    ModelAuthenticationError,
+    ModelError,
+    ModelNotFoundError,
+)
+
+CONFIG = MemAgentConfig(chunk_tokens=400, memory_tokens=150, answer_tokens=40)
+
+
+def test_graph_answers_through_an_openai_compatible_server(tokenizer, needle):
+    with FakeOpenAIServer() as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
+        result = MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
+    assert result.answer == needle.answer
+    assert len(server.chat_requests()) == result.num_chunks + 1
+
+
+def test_token_limit_and_sampling_reach_the_server(tokenizer, needle):
+    with FakeOpenAIServer() as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
+        MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
+    bodies = server.chat_requests()
+    limits = [body.get("max_completion_tokens", body.get("max_tokens")) for body in bodies]
+    assert limits == [150] * (len(bodies) - 1) + [40]
+    assert {(b["temperature"], b["top_p"]) for b in bodies} == {(0.7, 0.95)}
+
+
+def test_server_usage_is_reported_in_steps(tokenizer, needle):
+    with FakeOpenAIServer() as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
+        result = MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
+    assert {(s["prompt_tokens"], s["completion_tokens"], s["finish_reason"]) for s in result.steps} == {(11, 7, "stop")}
+
+
+def test_model_defaults_to_the_servers_only_model():
+    with FakeOpenAIServer(model_name="smol") as server:
+        assert openai_compatible(server.base_url).model_name == "smol"
+
+
+def _ask(model, tokenizer):
+    return MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke("q?", TextDocument("Some text."))
+
+
+def test_unknown_model_fails_fast_with_http_404(tokenizer):
+    with FakeOpenAIServer() as server:
+        model = openai_compatible(server.base_url, "no-such-model", tokenizer=tokenizer, max_retries=2)
+        with pytest.raises(ModelNotFoundError, match="HTTP 404"):
+            _ask(model, tokenizer)
+        assert len(server.chat_requests()) == 1
+
+
+def test_rejected_key_fails_fast_with_http_401(tokenizer):
+    with FakeOpenAIServer(status=401) as server:
+        model = openai_compatible(server.base_url, "m", api_key="sk-wrong", tokenizer=tokenizer, max_retries=2)
+        with pytest.raises(ModelAuthenticationError, match="--api-key"):
+            _ask(model, tokenizer)
+        assert len(server.chat_requests()) == 1
+
+
+def test_server_errors_are_retried_in_one_layer_only(tokenizer):
+    with FakeOpenAIServer(status=500) as server:
+        model = openai_compatible(server.base_url, "m", tokenizer=tokenizer, max_retries=2)
+        with pytest.raises(ModelError, match="HTTP 500"):
+            _ask(model, tokenizer)
+        assert len(server.chat_requests()) == 3  # the client's 2 retries, none from the graph
+
+
+def test_unreachable_endpoint_is_a_clear_error(tokenizer):
+    model = openai_compatible("http://127.0.0.1:9/v1", "m", tokenizer=tokenizer, max_retries=0)
+    with pytest.raises(EndpointUnreachableError, match="cannot reach the model endpoint at http://127.0.0.1:9/v1"):
+        _ask(model, tokenizer)
+
+
+def test_chat_model_from_env_prefers_memagent_variables(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("MEMAGENT_BASE_URL", "http://127.0.0.1:2/v1")
+    monkeypatch.setenv("MEMAGENT_MODEL", "served")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback")
+    model = chat_model_from_env()
+    assert (model.openai_api_base, model.model_name) == ("http://127.0.0.1:2/v1", "served")
+    assert model.openai_api_key.get_secret_value() == "sk-fallback"
+
+
+def test_chat_model_from_env_without_an_endpoint_says_what_to_set(monkeypatch):
+    for name in ("MEMAGENT_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match="MEMAGENT_BASE_URL"):
+        chat_model_from_env()
