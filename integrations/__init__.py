@@ -7,7 +7,6 @@ from memagent_graph.integrations.openai_compatible import (
     openai_compatible,
     served_model,
 )
-
 from memagent_graph.registry import DocumentRegistry
 
 __all__ = [

@@ -118,12 +118,22 @@ def embedded_tokenizer() -> HuggingFaceTokenizer:
     return HuggingFaceTokenizer(ensure_local_model(), name=MODEL_NAME)
 
 
+def resolve_dtype(dtype: str) -> str:
+    """``auto`` becomes bfloat16 on CPUs with native bf16 math (AVX512-BF16, AMX), float32 elsewhere."""
+    if dtype != "auto":
+        return dtype
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "float32"
+    return "bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
+
+
 def _require(*modules: str) -> None:
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
         raise EngineNotInstalledError(
-            f"the embedded engine needs {', '.join(missing)}, which is not installed; "
-            f"install it with `{_INSTALL_EXTRAS}`"
+            f"the embedded engine needs {', '.join(missing)} (not installed); install it with `{_INSTALL_EXTRAS}`"
         )
 
 
@@ -242,14 +252,16 @@ class _Engine:
             _require("torch", "transformers", *(("peft",) if self.adapter_path else ()))
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with our own progress
             if self.num_threads is not None:
                 torch.set_num_threads(self.num_threads)
             folder = self.folder()
             started = time.perf_counter()
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(
-                folder, dtype=getattr(torch, self.dtype), local_files_only=True
+                folder, dtype=getattr(torch, resolve_dtype(self.dtype)), local_files_only=True
             )
             if self.adapter_path:
                 model = _with_adapter(model, Path(self.adapter_path).expanduser())
@@ -310,9 +322,7 @@ class _Engine:
         prompts = [
             tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in requests
         ]
-        inputs = tokenizer(
-            prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
-        )
+        inputs = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         if sampling.temperature == 0:
             options: dict[str, Any] = {"do_sample": False}
         else:  # top_k=0 turns off transformers' default top-k 50, as in OpenAI-style servers
@@ -410,8 +420,9 @@ class LocalChatModel(BaseChatModel):
     """A local Hugging Face model folder; None converts and uses the embedded SmolLM2."""
     adapter_path: str | None = None
     """A LoRA adapter folder (``PeftModel.save_pretrained``), merged into the weights at load."""
-    dtype: Literal["bfloat16", "float32", "float16"] = "bfloat16"
-    """Weight dtype; bf16 is faster than fp32 on recent CPUs."""
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto"
+    """Weight dtype. ``auto``: bf16 where the CPU computes it natively (AVX512-BF16 or AMX), else fp32
+    (measured on an AVX2-only CPU: bf16 prefill ran at 50 tok/s, fp32 at 240 tok/s)."""
     max_batch_size: int = Field(default=8, ge=1)
     """The most concurrent requests one ``generate`` call serves."""
     batch_wait_s: float = Field(default=0.01, ge=0)

@@ -34,7 +34,28 @@ _EXPORTS = {
     "VLLMServerTokenizer": "tokenization",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ApproximateTokenizer",
+    "ChunkedDocument",
+    "DocumentRegistry",
+    "DocumentSource",
+    "FileDocument",
+    "HuggingFaceTokenizer",
+    "LangChainDocuments",
+    "MemAgent",
+    "MemAgentConfig",
+    "MemAgentError",
+    "MemAgentResult",
+    "PromptSet",
+    "RunSettings",
+    "TextDocument",
+    "Tokenizer",
+    "VLLMServerTokenizer",
+    "build_memagent_graph",
+    "chunk_document",
+    "create_memagent",
+    "recursion_limit_for",
+]
 
 if TYPE_CHECKING:
     from memagent_graph.agent import MemAgent

@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="a needle-in-a-haystack run on the embedded engine")
     demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
     demo.add_argument("--seed", type=int, default=0)
-    _model_options(demo, chunk=2048, memory=256, answer=64)
+    _model_options(demo, chunk=2048, memory=128, answer=32)
     return parser
 
 

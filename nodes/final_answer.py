@@ -7,10 +7,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.runtime import get_runtime
-from memagent_graph.nodes.answer_extraction import extract_answer
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.nodes.answer_extraction import extract_answer
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 from memagent_graph.state import MemAgentState, RunSettings, StepRecord
 from memagent_graph.tokenization import Tokenizer
 

@@ -9,10 +9,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_stream_writer
 from langgraph.runtime import get_runtime
-from memagent_graph.nodes.memory_budget import enforce_memory_budget
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.nodes.memory_budget import enforce_memory_budget
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
 from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import PROGRESS_EVENT, MemAgentState, RunSettings, StepRecord
 from memagent_graph.tokenization import Tokenizer

@@ -60,7 +60,9 @@ class FakeOpenAIServer:
         path = handler.path
         self.requests.append((path, body))
         if self.status != 200:
-            return _send(handler, self.status, {"error": {"message": f"forced status {self.status}", "code": self.status}})
+            return _send(
+                handler, self.status, {"error": {"message": f"forced status {self.status}", "code": self.status}}
+            )
         if path == "/v1/models":
             return _send(handler, 200, {"object": "list", "data": [{"id": self.model_name, "object": "model"}]})
         if path == "/v1/chat/completions":

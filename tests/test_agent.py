@@ -85,8 +85,10 @@ def test_documents_can_be_named_by_registry_id(agent, needle):
 
 
 def test_langchain_documents_are_read_in_order(agent, tokenizer):
-    documents = [Document("The special magic city is lyon-1111.", metadata={"p": 1}),
-                 Document("The special magic city is oslo-2222.", metadata={"p": 2})]
+    documents = [
+        Document("The special magic city is lyon-1111.", metadata={"p": 1}),
+        Document("The special magic city is oslo-2222.", metadata={"p": 2}),
+    ]
     assert agent.invoke("What is the special magic city?", LangChainDocuments(documents)).answer == "oslo-2222"
 
 
@@ -113,7 +115,7 @@ def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(to
         agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
     sent_before = [c["prompt"] for c in model.calls]
     result = agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
-    resent = [c["prompt"] for c in model.calls[len(sent_before):]]
+    resent = [c["prompt"] for c in model.calls[len(sent_before) :]]
     assert result.answer == needle.answer
     assert not set(resent) & set(sent_before)
     assert len(sent_before) + len(resent) == result.num_chunks + 1

@@ -1,4 +1,5 @@
 import pytest
+
 from memagent_graph.nodes import extract_answer, last_boxed
 
 

@@ -17,7 +17,11 @@ def memagent(*args, stdin=None, env_extra=None):
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "memagent_graph.cli", *args],
-        input=stdin, capture_output=True, text=True, timeout=120, env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -58,22 +62,23 @@ def test_ask_json_prints_the_result_object(server, doc, needle):
 
 
 def test_ask_reads_stdin(server, needle):
-    result = memagent("ask", "-", needle.question, "--base-url", server.base_url, "--quiet", *SMALL,
-                      stdin=needle.text)
+    result = memagent("ask", "-", needle.question, "--base-url", server.base_url, "--quiet", *SMALL, stdin=needle.text)
     assert result.stdout.strip() == needle.answer
 
 
 def test_ask_uses_a_local_tokenizer_folder(server, doc, needle, tokenizer, tmp_path):
     tokenizer._backend.save(str(tmp_path / "tokenizer.json"))
-    result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, "--tokenizer",
-                      str(tmp_path), "--quiet", *SMALL)
+    result = memagent(
+        "ask", str(doc), needle.question, "--base-url", server.base_url, "--tokenizer", str(tmp_path), "--quiet", *SMALL
+    )
     assert result.stdout.strip() == needle.answer
     assert "/tokenize" not in result.stderr
 
 
 def test_endpoint_comes_from_the_environment(server, doc, needle):
-    result = memagent("ask", str(doc), needle.question, "--quiet", *SMALL,
-                      env_extra={"MEMAGENT_BASE_URL": server.base_url})
+    result = memagent(
+        "ask", str(doc), needle.question, "--quiet", *SMALL, env_extra={"MEMAGENT_BASE_URL": server.base_url}
+    )
     assert result.stdout.strip() == needle.answer
 
 
@@ -108,13 +113,17 @@ def test_empty_question(doc):
 
 
 def test_memory_not_smaller_than_chunk(doc):
-    _assert_one_line_error(memagent("ask", str(doc), "q", "--chunk-tokens", "100", "--memory-tokens", "100"),
-                           "must be smaller than chunk_tokens")
+    _assert_one_line_error(
+        memagent("ask", str(doc), "q", "--chunk-tokens", "100", "--memory-tokens", "100"),
+        "must be smaller than chunk_tokens",
+    )
 
 
 def test_unreachable_endpoint(doc):
-    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
-                           "cannot reach the model endpoint")
+    _assert_one_line_error(
+        memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+        "cannot reach the model endpoint",
+    )
 
 
 def test_rejected_api_key(doc, tokenizer):
@@ -125,10 +134,13 @@ def test_rejected_api_key(doc, tokenizer):
 
 
 def test_unknown_model(server, doc):
-    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", server.base_url, "--model", "gpt-nope"),
-                           "HTTP 404")
+    _assert_one_line_error(
+        memagent("ask", str(doc), "q", "--base-url", server.base_url, "--model", "gpt-nope"), "HTTP 404"
+    )
 
 
 def test_missing_tokenizer_folder(server, doc, tmp_path):
-    _assert_one_line_error(memagent("ask", str(doc), "q", "--base-url", server.base_url, "--tokenizer",
-                                    str(tmp_path / "none")), "tokenizer not found")
+    _assert_one_line_error(
+        memagent("ask", str(doc), "q", "--base-url", server.base_url, "--tokenizer", str(tmp_path / "none")),
+        "tokenizer not found",
+    )

@@ -102,22 +102,28 @@ def test_run_settings_override_the_config_per_run(model, tokenizer, needle):
 
 def test_memory_budget_is_enforced_and_flagged(tokenizer, needle):
     graph, chunked = _graph(RuleMemoryModel(pad_words=500), tokenizer, needle.text)
-    steps = [u["update_memory"]["last_step"] for u in graph.stream(
-        {"question": needle.question, "doc_id": "doc"},
-        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-        stream_mode="updates",
-    ) if "update_memory" in u]
+    steps = [
+        u["update_memory"]["last_step"]
+        for u in graph.stream(
+            {"question": needle.question, "doc_id": "doc"},
+            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+            stream_mode="updates",
+        )
+        if "update_memory" in u
+    ]
     assert all(s["truncated"] and s["memory_tokens"] <= 120 for s in steps)
 
 
 def test_empty_completion_keeps_the_previous_memory(tokenizer, needle):
     model = RuleMemoryModel(empty_replies_at=frozenset({2}))
     graph, chunked = _graph(model, tokenizer, needle.text)
-    updates = list(graph.stream(
-        {"question": needle.question, "doc_id": "doc"},
-        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-        stream_mode="updates",
-    ))
+    updates = list(
+        graph.stream(
+            {"question": needle.question, "doc_id": "doc"},
+            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+            stream_mode="updates",
+        )
+    )
     memories = [u["update_memory"] for u in updates if "update_memory" in u]
     assert memories[2]["last_step"]["empty"] is True
     assert memories[2]["memory"] == memories[1]["memory"]
@@ -125,12 +131,16 @@ def test_empty_completion_keeps_the_previous_memory(tokenizer, needle):
 
 def test_progress_events_count_chunks(model, tokenizer, needle):
     graph, chunked = _graph(model, tokenizer, needle.text)
-    events = list(graph.stream(
-        {"question": needle.question, "doc_id": "doc"},
-        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-        stream_mode="custom",
-    ))
-    assert [(e["chunk"], e["total"]) for e in events] == [(i + 1, chunked.num_chunks) for i in range(chunked.num_chunks)]
+    events = list(
+        graph.stream(
+            {"question": needle.question, "doc_id": "doc"},
+            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+            stream_mode="custom",
+        )
+    )
+    assert [(e["chunk"], e["total"]) for e in events] == [
+        (i + 1, chunked.num_chunks) for i in range(chunked.num_chunks)
+    ]
     assert all(e["type"] == "memagent.progress" and e["elapsed_s"] >= 0 for e in events)
 
 
@@ -149,8 +159,20 @@ def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, nee
     config = {"configurable": {"thread_id": "t"}}
     _run(graph, chunked, needle.question, **config)
     values = graph.get_state(config).values
-    assert set(values) <= {"question", "doc_id", "fingerprint", "num_chunks", "cursor", "chunk", "memory",
-                           "started_at", "last_step", "usage", "answer", "answer_source"}
+    assert set(values) <= {
+        "question",
+        "doc_id",
+        "fingerprint",
+        "num_chunks",
+        "cursor",
+        "chunk",
+        "memory",
+        "started_at",
+        "last_step",
+        "usage",
+        "answer",
+        "answer_source",
+    }
     assert not any(isinstance(v, list) for v in values.values())
     assert chunked.chunk_text(0)[:200] not in str(values)
 
@@ -159,8 +181,9 @@ def test_resuming_a_thread_on_another_document_is_refused(model, tokenizer, need
     from langgraph.checkpoint.memory import InMemorySaver
 
     documents = DocumentRegistry({"doc": TextDocument(needle.text)})
-    graph = create_memagent(model, documents=documents, tokenizer=tokenizer, config=CONFIG,
-                            checkpointer=InMemorySaver())
+    graph = create_memagent(
+        model, documents=documents, tokenizer=tokenizer, config=CONFIG, checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": 2}
     with pytest.raises(GraphRecursionError):  # stops the run after its first chunk
         graph.invoke({"question": needle.question, "doc_id": "doc"}, config)
@@ -178,8 +201,9 @@ def test_checkpoint_database_of_a_200_chunk_run_stays_small(tokenizer, tmp_path)
     path = tmp_path / "checkpoints.db"
     connection = sqlite3.connect(path, check_same_thread=False)
     config = MemAgentConfig(chunk_tokens=300, memory_tokens=200)
-    graph, chunked = _graph(RuleMemoryModel(pad_words=150), tokenizer, text, config=config,
-                            checkpointer=SqliteSaver(connection))
+    graph, chunked = _graph(
+        RuleMemoryModel(pad_words=150), tokenizer, text, config=config, checkpointer=SqliteSaver(connection)
+    )
     assert chunked.num_chunks >= 200
     graph.invoke(
         {"question": "q", "doc_id": "doc"},

@@ -1,7 +1,6 @@
 """The graph through `openai_compatible` against a real HTTP server on loopback."""
 
 import pytest
-from memagent_graph.integrations import chat_model_from_env, openai_compatible
 from openai_server import FakeOpenAIServer
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
@@ -12,6 +11,7 @@ from memagent_graph.errors import (
     ModelError,
     ModelNotFoundError,
 )
+from memagent_graph.integrations import chat_model_from_env, openai_compatible
 
 CONFIG = MemAgentConfig(chunk_tokens=400, memory_tokens=150, answer_tokens=40)
 
