@@ -50,7 +50,7 @@ def main() -> None:
     tokenizer = benchmark_tokenizer()
     document = TextDocument(haystack_text(args.chunks * CONFIG.chunk_tokens, tokenizer))
     question = "What is the special magic number?"
-    model = RuleMemoryModel(pad_words=100)
+    model = RuleMemoryModel(pad_words=100, report_usage=True)
     agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer)
     chunks = agent.chunk(document).num_chunks
     plain_loop(model, agent, question, document)  # warm caches

@@ -36,6 +36,8 @@ class RuleMemoryModel(BaseChatModel):
     pad_words: int = 0
     latency_s: float = 0.0
     empty_replies_at: frozenset[int] = frozenset()
+    report_usage: bool = False
+    """Report whitespace-word counts as usage, as a server reports its token counts (saves re-counting)."""
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     @property
@@ -74,7 +76,7 @@ class RuleMemoryModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
-        return _result(self._reply(messages, kwargs))
+        return self._result(messages, self._reply(messages, kwargs))
 
     async def _agenerate(
         self,
@@ -85,12 +87,15 @@ class RuleMemoryModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        return _result(self._reply(messages, kwargs))
+        return self._result(messages, self._reply(messages, kwargs))
 
-
-def _result(text: str) -> ChatResult:
-    message = AIMessage(content=text, response_metadata={"finish_reason": "stop"})
-    return ChatResult(generations=[ChatGeneration(message=message)])
+    def _result(self, messages: list[BaseMessage], text: str) -> ChatResult:
+        usage = None
+        if self.report_usage:
+            prompt, reply = len(str(messages[-1].content).split()), len(text.split())
+            usage = {"input_tokens": prompt, "output_tokens": reply, "total_tokens": prompt + reply}
+        message = AIMessage(content=text, usage_metadata=usage, response_metadata={"finish_reason": "stop"})
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def train_bpe_tokenizer(

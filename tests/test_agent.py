@@ -49,13 +49,13 @@ def test_stream_yields_progress_then_the_result(agent, needle):
 
 def test_the_recursion_limit_is_computed_and_passed(agent, needle, monkeypatch):
     seen = {}
-    original = agent.graph.astream
+    original = agent.graph.stream
 
     def spy(graph_input, config, **kwargs):
         seen.update(config)
         return original(graph_input, config, **kwargs)
 
-    monkeypatch.setattr(agent.graph, "astream", spy)
+    monkeypatch.setattr(agent.graph, "stream", spy)
     result = agent.invoke(needle.question, TextDocument(needle.text))
     assert seen["recursion_limit"] == 2 * result.num_chunks + 10
 
@@ -108,9 +108,23 @@ class FailAt(RuleMemoryModel):
         return super()._reply(messages, options)
 
 
-def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(tokenizer, needle):
+@pytest.fixture(params=["memory", "sqlite"])
+def checkpointer(request, tmp_path):
+    if request.param == "memory":
+        yield InMemorySaver()
+        return
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False)
+    yield SqliteSaver(connection)
+    connection.close()
+
+
+def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(tokenizer, needle, checkpointer):
     model = FailAt(fail_at=3)
-    agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
+    agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=checkpointer)
     with pytest.raises(ModelError):
         agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
     sent_before = [c["prompt"] for c in model.calls]
@@ -119,6 +133,19 @@ def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(to
     assert result.answer == needle.answer
     assert not set(resent) & set(sent_before)
     assert len(sent_before) + len(resent) == result.num_chunks + 1
+
+
+async def test_async_runs_resume_with_an_async_sqlite_checkpointer(tokenizer, needle, tmp_path):
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    model = FailAt(fail_at=2)
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "async.db")) as saver:
+        agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=saver)
+        with pytest.raises(ModelError):
+            await agent.ainvoke(needle.question, TextDocument(needle.text), thread_id="job")
+        result = await agent.ainvoke(needle.question, TextDocument(needle.text), thread_id="job")
+    assert result.answer == needle.answer
+    assert len(model.calls) == result.num_chunks + 1
 
 
 def test_resuming_a_thread_with_another_question_is_refused(tokenizer, needle):

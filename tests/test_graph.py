@@ -33,6 +33,20 @@ def _run(graph, chunked, question="What is the special magic city?", **config):
     )
 
 
+def _stream(graph, chunked, question, mode):
+    return list(
+        graph.stream(
+            {"question": question, "doc_id": "doc"},
+            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
+            stream_mode=mode,
+        )
+    )
+
+
+def _memory_updates(graph, chunked, question):
+    return [u["update_memory"] for u in _stream(graph, chunked, question, "updates") if "update_memory" in u]
+
+
 def _section(prompt):
     return re.search(r"<section>\n(.*?)\n</section>", prompt, re.DOTALL).group(1)
 
@@ -54,12 +68,7 @@ async def test_prompts_carry_each_chunk_in_order(model, tokenizer, needle):
 
 def test_memory_passes_from_each_step_to_the_next(model, tokenizer, needle):
     graph, chunked = _graph(model, tokenizer, needle.text)
-    updates = graph.stream(
-        {"question": needle.question, "doc_id": "doc"},
-        {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-        stream_mode="updates",
-    )
-    memories = [u["update_memory"]["memory"] for u in updates if "update_memory" in u]
+    memories = [update["memory"] for update in _memory_updates(graph, chunked, needle.question)]
     prompts = [call["prompt"] for call in model.calls]
     assert "No previous notes." in prompts[0]
     for memory, prompt in zip(memories, prompts[1:], strict=True):
@@ -102,42 +111,21 @@ def test_run_settings_override_the_config_per_run(model, tokenizer, needle):
 
 def test_memory_budget_is_enforced_and_flagged(tokenizer, needle):
     graph, chunked = _graph(RuleMemoryModel(pad_words=500), tokenizer, needle.text)
-    steps = [
-        u["update_memory"]["last_step"]
-        for u in graph.stream(
-            {"question": needle.question, "doc_id": "doc"},
-            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-            stream_mode="updates",
-        )
-        if "update_memory" in u
-    ]
+    steps = [update["last_step"] for update in _memory_updates(graph, chunked, needle.question)]
     assert all(s["truncated"] and s["memory_tokens"] <= 120 for s in steps)
 
 
 def test_empty_completion_keeps_the_previous_memory(tokenizer, needle):
     model = RuleMemoryModel(empty_replies_at=frozenset({2}))
     graph, chunked = _graph(model, tokenizer, needle.text)
-    updates = list(
-        graph.stream(
-            {"question": needle.question, "doc_id": "doc"},
-            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-            stream_mode="updates",
-        )
-    )
-    memories = [u["update_memory"] for u in updates if "update_memory" in u]
+    memories = _memory_updates(graph, chunked, needle.question)
     assert memories[2]["last_step"]["empty"] is True
     assert memories[2]["memory"] == memories[1]["memory"]
 
 
 def test_progress_events_count_chunks(model, tokenizer, needle):
     graph, chunked = _graph(model, tokenizer, needle.text)
-    events = list(
-        graph.stream(
-            {"question": needle.question, "doc_id": "doc"},
-            {"recursion_limit": recursion_limit_for(chunked.num_chunks)},
-            stream_mode="custom",
-        )
-    )
+    events = _stream(graph, chunked, needle.question, "custom")
     assert [(e["chunk"], e["total"]) for e in events] == [
         (i + 1, chunked.num_chunks) for i in range(chunked.num_chunks)
     ]
