@@ -31,6 +31,10 @@ class DocumentIsDirectoryError(DocumentError, IsADirectoryError):
     """A directory was given where a text file is expected."""
 
 
+class DocumentAccessError(DocumentError, PermissionError):
+    """A caller named a path outside the folder it may read."""
+
+
 class DocumentPermissionError(DocumentError, PermissionError):
     """The document exists but cannot be read."""
 

@@ -1,17 +1,22 @@
 """`DocumentRegistry`: documents by id, each chunked once per (tokenizer, chunk size) and cached.
 
 The graph state carries only a ``doc_id``; nodes look the document up here, so no text is checkpointed.
+With ``allowed_root``, an id that is not registered may also name a text file under that folder (and only
+there: absolute paths, ``..`` and symlinks that lead outside are refused), which is how a tool or a server
+lets callers name files without letting them read arbitrary ones.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 from memagent_graph.chunking import ChunkedDocument, chunk_document
-from memagent_graph.documents import DocumentSource
-from memagent_graph.errors import DocumentNotFoundError
+from memagent_graph.documents import DocumentSource, FileDocument
+from memagent_graph.errors import DocumentAccessError, DocumentNotFoundError
 from memagent_graph.tokenization import Tokenizer
 
 
@@ -22,12 +27,14 @@ class DocumentRegistry:
         self,
         documents: Mapping[str, DocumentSource] | Iterable[DocumentSource] | None = None,
         *,
+        allowed_root: str | os.PathLike[str] | None = None,
         max_cached: int = 8,
     ) -> None:
         self._sources: dict[str, DocumentSource] = {}
         self._chunked: OrderedDict[tuple[str, str, int], ChunkedDocument] = OrderedDict()
         self._lock = threading.RLock()
         self._max_cached = max_cached
+        self.allowed_root = Path(allowed_root).expanduser().resolve() if allowed_root is not None else None
         items = documents.items() if isinstance(documents, Mapping) else ((None, d) for d in documents or ())
         for doc_id, source in items:
             self.add(source, doc_id=doc_id)
@@ -43,15 +50,30 @@ class DocumentRegistry:
         return key
 
     def get(self, doc_id: str) -> DocumentSource:
-        """The source registered as ``doc_id``; raises `DocumentNotFoundError` naming the known ids."""
+        """The source registered as ``doc_id``, else a file under ``allowed_root``; raises `DocumentNotFoundError`."""
         with self._lock:
-            try:
-                return self._sources[doc_id]
-            except KeyError:
-                known = ", ".join(sorted(self._sources)[:10]) or "none"
-                raise DocumentNotFoundError(
-                    f"no document registered as {doc_id!r} (known: {known}); register it with DocumentRegistry.add"
-                ) from None
+            if (source := self._sources.get(doc_id)) is not None:
+                return source
+            if self.allowed_root is not None:
+                return self.add(FileDocument(self.file_under_root(doc_id)), doc_id=doc_id)
+            known = ", ".join(sorted(self._sources)[:10]) or "none"
+            raise DocumentNotFoundError(
+                f"no document registered as {doc_id!r} (known: {known}); register it with DocumentRegistry.add"
+            )
+
+    def file_under_root(self, relative: str) -> Path:
+        """The real path of ``relative`` inside ``allowed_root``; raises `DocumentAccessError` if it leads outside."""
+        if self.allowed_root is None:
+            raise DocumentAccessError("this registry has no allowed_root: only registered documents can be read")
+        candidate = Path(relative)
+        if candidate.is_absolute() or ".." in candidate.parts:
+            raise DocumentAccessError(
+                f"{relative!r} is not a relative path inside the allowed folder; name a file under it, without '..'"
+            )
+        resolved = (self.allowed_root / candidate).resolve()
+        if not resolved.is_relative_to(self.allowed_root):
+            raise DocumentAccessError(f"{relative!r} leads outside the allowed folder (through a symlink)")
+        return resolved
 
     def cached(self, doc_id: str, tokenizer: Tokenizer, chunk_tokens: int) -> ChunkedDocument | None:
         """The chunked document if it is already cached (never chunks)."""

@@ -111,3 +111,44 @@ def test_content_digest_is_the_same_for_text_and_file(tmp_path):
     file_digest = content_digest(FileDocument(path))
     assert file_digest == content_digest(FileDocument(path))
     assert file_digest != content_digest(TextDocument("same text\n" * 1000))  # the source path is metadata
+
+
+def _registry_with_files(tmp_path):
+    from memagent_graph import DocumentRegistry
+
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "report.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    return DocumentRegistry(allowed_root=root), root
+
+
+def test_registry_reads_files_under_its_allowed_root(tmp_path):
+    registry, _ = _registry_with_files(tmp_path)
+    assert _text_of(registry.get("sub/report.txt")) == "inside"
+    assert "sub/report.txt" in registry
+
+
+@pytest.mark.parametrize("name", ["../secret.txt", "sub/../../secret.txt", "/etc/passwd"])
+def test_registry_refuses_paths_outside_its_allowed_root(tmp_path, name):
+    from memagent_graph.errors import DocumentAccessError
+
+    registry, _ = _registry_with_files(tmp_path)
+    with pytest.raises(DocumentAccessError):
+        registry.get(name)
+
+
+def test_registry_refuses_a_symlink_that_leads_outside(tmp_path):
+    from memagent_graph.errors import DocumentAccessError
+
+    registry, root = _registry_with_files(tmp_path)
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(DocumentAccessError, match="symlink"):
+        registry.get("link.txt")
+
+
+def test_registry_without_a_root_reads_only_registered_documents(tmp_path):
+    from memagent_graph import DocumentRegistry
+
+    with pytest.raises(DocumentNotFoundError, match="no document registered"):
+        DocumentRegistry().get(str(tmp_path / "file.txt"))
