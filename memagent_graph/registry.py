@@ -55,7 +55,9 @@ class DocumentRegistry:
             if (source := self._sources.get(doc_id)) is not None:
                 return source
             if self.allowed_root is not None:
-                return self.add(FileDocument(self.file_under_root(doc_id)), doc_id=doc_id)
+                source = FileDocument(self.file_under_root(doc_id))
+                self.add(source, doc_id=doc_id)
+                return source
             known = ", ".join(sorted(self._sources)[:10]) or "none"
             raise DocumentNotFoundError(
                 f"no document registered as {doc_id!r} (known: {known}); register it with DocumentRegistry.add"
