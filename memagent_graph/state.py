@@ -50,11 +50,13 @@ class OutputState(TypedDict):
 
 
 class MemAgentState(InputState, total=False):
-    """The full state. ``cursor`` is the next chunk to read; ``chunk`` describes the current one (no text)."""
+    """The full state. ``cursor`` is the next chunk to read; ``chunk`` describes the current one (no text);
+    ``finished`` marks a thread whose read is done (its next input starts a fresh read)."""
 
     fingerprint: str
     num_chunks: int
     cursor: int
+    finished: bool
     chunk: dict[str, int]
     memory: str
     started_at: float

@@ -6,12 +6,11 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
-from langgraph.runtime import get_runtime
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.nodes.answer_extraction import extract_answer
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
-from memagent_graph.state import MemAgentState, RunSettings, StepRecord
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
+from memagent_graph.state import MemAgentState, StepRecord
 from memagent_graph.tokenization import Tokenizer
 
 
@@ -20,33 +19,16 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
     config_ = memagent_config
 
     def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
-        settings = get_runtime(RunSettings).context or RunSettings()
         prompt = config_.prompts.render_answer(question=state["question"], memory=state.get("memory", ""))
-        return prompt, CallOptions(
-            max_tokens=int(settings.value("answer_tokens", config_.answer_tokens)),
-            temperature=settings.value("temperature", config_.temperature),
-            top_p=settings.value("top_p", config_.top_p),
-        )
+        return prompt, call_options(config_, budget="answer_tokens")
 
     def finish(state: MemAgentState, completion: Completion) -> dict[str, Any]:
         answer, source = extract_answer(completion.text)
-        memory = state.get("memory", "")
-        step: StepRecord = {
-            "node": "final_answer",
-            "chunk": state["num_chunks"],
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "latency_s": completion.latency_s,
-            "finish_reason": completion.finish_reason,
-            "memory_tokens": tokenizer.count(memory) if memory else 0,
-            "truncated": False,
-            "empty": not completion.text.strip(),
-            "answer_source": source,
-        }
         return {
             "answer": answer,
             "answer_source": source,
-            "last_step": step,
+            "finished": True,
+            "last_step": answer_step(state["num_chunks"], completion, state.get("memory", ""), tokenizer),
             "usage": add_usage(state.get("usage"), completion),
         }
 
@@ -59,3 +41,19 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
         return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config))
 
     return RunnableLambda(sync, afunc=async_, name="final_answer")
+
+
+def answer_step(num_chunks: int, completion: Completion, memory: str, tokenizer: Tokenizer) -> StepRecord:
+    """The step record of the answer call (``answer_source``: boxed or the trimmed reply)."""
+    return {
+        "node": "final_answer",
+        "chunk": num_chunks,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": completion.latency_s,
+        "finish_reason": completion.finish_reason,
+        "memory_tokens": tokenizer.count(memory) if memory else 0,
+        "truncated": False,
+        "empty": not completion.text.strip(),
+        "answer_source": extract_answer(completion.text)[1],
+    }

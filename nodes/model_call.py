@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.runtime import get_runtime
 
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.errors import translate_model_error
-from memagent_graph.state import EMPTY_USAGE, Usage
+from memagent_graph.state import EMPTY_USAGE, RunSettings, Usage
 from memagent_graph.tokenization import Tokenizer
 
 
@@ -56,6 +59,54 @@ async def complete(
     return _measure(message, prompt, tokenizer, time.perf_counter() - started)
 
 
+def complete_batch_sync(
+    model: BaseChatModel,
+    prompts: Sequence[str],
+    options: CallOptions,
+    *,
+    tokenizer: Tokenizer,
+    config: RunnableConfig | None,
+    max_concurrency: int | None = None,
+) -> list[Completion]:
+    """`complete_sync` for several prompts in one ``batch`` call (an engine may run them as one batch)."""
+    started = time.perf_counter()
+    with _translated_errors(model):
+        messages = _bound(model, options).batch(
+            [[HumanMessage(p)] for p in prompts], _batch_config(config, max_concurrency)
+        )
+    latency = time.perf_counter() - started
+    return [_measure(message, prompt, tokenizer, latency) for message, prompt in zip(messages, prompts, strict=True)]
+
+
+async def complete_batch(
+    model: BaseChatModel,
+    prompts: Sequence[str],
+    options: CallOptions,
+    *,
+    tokenizer: Tokenizer,
+    config: RunnableConfig | None,
+    max_concurrency: int | None = None,
+) -> list[Completion]:
+    """Async `complete_batch_sync`."""
+    started = time.perf_counter()
+    with _translated_errors(model):
+        messages = await _bound(model, options).abatch(
+            [[HumanMessage(p)] for p in prompts], _batch_config(config, max_concurrency)
+        )
+    latency = time.perf_counter() - started
+    return [_measure(message, prompt, tokenizer, latency) for message, prompt in zip(messages, prompts, strict=True)]
+
+
+def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tokens", "answer_tokens"]) -> CallOptions:
+    """The token limit and sampling of a call in this run: the run's `RunSettings` over the config."""
+    settings = get_runtime(RunSettings).context or RunSettings()
+    return CallOptions(
+        max_tokens=int(settings.value(budget, getattr(memagent_config, budget))),
+        temperature=settings.value("temperature", memagent_config.temperature),
+        top_p=settings.value("top_p", memagent_config.top_p),
+    )
+
+
 def add_usage(usage: Usage | None, completion: Completion) -> Usage:
     """Running totals after one more call."""
     usage = usage or EMPTY_USAGE
@@ -64,6 +115,10 @@ def add_usage(usage: Usage | None, completion: Completion) -> Usage:
         "prompt_tokens": usage["prompt_tokens"] + completion.prompt_tokens,
         "completion_tokens": usage["completion_tokens"] + completion.completion_tokens,
     }
+
+
+def _batch_config(config: RunnableConfig | None, max_concurrency: int | None) -> RunnableConfig:
+    return {**(config or {}), "max_concurrency": max_concurrency} if max_concurrency else dict(config or {})
 
 
 def _bound(model: BaseChatModel, options: CallOptions) -> Runnable:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_stream_writer
-from langgraph.runtime import get_runtime
 
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.nodes.memory_budget import enforce_memory_budget
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, complete, complete_sync
+from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
 from memagent_graph.registry import DocumentRegistry
-from memagent_graph.state import PROGRESS_EVENT, MemAgentState, RunSettings, StepRecord
+from memagent_graph.state import PROGRESS_EVENT, MemAgentState, StepRecord
 from memagent_graph.tokenization import Tokenizer
 
 
@@ -25,48 +25,22 @@ def update_memory(
     config_ = memagent_config
 
     def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
-        settings = get_runtime(RunSettings).context or RunSettings()
         doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
         prompt = config_.prompts.render_update(
             question=state["question"], memory=state.get("memory", ""), section=doc.chunk_text(state["cursor"])
         )
-        return prompt, CallOptions(
-            max_tokens=int(settings.value("memory_tokens", config_.memory_tokens)),
-            temperature=settings.value("temperature", config_.temperature),
-            top_p=settings.value("top_p", config_.top_p),
-        )
+        return prompt, call_options(config_, budget="memory_tokens")
 
     def finish(state: MemAgentState, completion: Completion, options: CallOptions) -> dict[str, Any]:
         cursor, previous = state["cursor"], state.get("memory", "")
         memory = enforce_memory_budget(
             completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens
         )
-        step: StepRecord = {
-            "node": "update_memory",
-            "chunk": cursor,
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "latency_s": completion.latency_s,
-            "finish_reason": completion.finish_reason,
-            "memory_tokens": memory.tokens,
-            "truncated": memory.truncated,
-            "empty": memory.empty,
-        }
-        get_stream_writer()(
-            {
-                "type": PROGRESS_EVENT,
-                "doc_id": state["doc_id"],
-                "chunk": cursor + 1,
-                "total": state["num_chunks"],
-                "memory_tokens": memory.tokens,
-                "memory": memory.text,
-                "elapsed_s": round(time.time() - state.get("started_at", time.time()), 3),
-            }
-        )
+        emit_progress(state, memory_tokens=memory.tokens, memory=memory.text)
         return {
             "memory": memory.text,
             "cursor": cursor + 1,
-            "last_step": step,
+            "last_step": memory_step(cursor, completion, memory),
             "usage": add_usage(state.get("usage"), completion),
         }
 
@@ -79,3 +53,32 @@ def update_memory(
         return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config), options)
 
     return RunnableLambda(sync, afunc=async_, name="update_memory")
+
+
+def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> StepRecord:
+    """The step record of one memory update."""
+    return {
+        "node": "update_memory",
+        "chunk": cursor,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": completion.latency_s,
+        "finish_reason": completion.finish_reason,
+        "memory_tokens": memory.tokens,
+        "truncated": memory.truncated,
+        "empty": memory.empty,
+    }
+
+
+def emit_progress(state: Mapping[str, Any], **memory: Any) -> None:
+    """Send the ``memagent.progress`` custom stream event for the chunk just read."""
+    get_stream_writer()(
+        {
+            "type": PROGRESS_EVENT,
+            "doc_id": state["doc_id"],
+            "chunk": state["cursor"] + 1,
+            "total": state["num_chunks"],
+            **memory,
+            "elapsed_s": round(time.time() - state.get("started_at", time.time()), 3),
+        }
+    )

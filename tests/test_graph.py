@@ -153,6 +153,7 @@ def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, nee
         "fingerprint",
         "num_chunks",
         "cursor",
+        "finished",
         "chunk",
         "memory",
         "started_at",
