@@ -4,6 +4,7 @@ streams progress, resumes an unfinished checkpointed thread, and returns a `MemA
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from memagent_graph.chunking import ChunkedDocument
@@ -20,8 +22,9 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents import DocumentSource
 from memagent_graph.errors import ConfigError, EmptyQuestionError
 from memagent_graph.graph import create_memagent, recursion_limit_for
+from memagent_graph.lockstep import build_lockstep_graph
 from memagent_graph.registry import DocumentRegistry
-from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord
+from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, Usage
 from memagent_graph.tokenization import ApproximateTokenizer, Tokenizer
 
 Document = DocumentSource | str
@@ -52,6 +55,7 @@ class MemAgent:
         self.tokenizer = tokenizer or ApproximateTokenizer()
         self.documents = documents if documents is not None else DocumentRegistry()
         self.checkpointer = checkpointer
+        self._model, self._answer_model = model, answer_model
         self.graph = create_memagent(
             model,
             documents=self.documents,
@@ -68,11 +72,9 @@ class MemAgent:
         return self.documents.chunked(doc_id, self.tokenizer, self.config.chunk_tokens)
 
     def _prepare(
-        self, question: str, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None
+        self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None
     ) -> tuple[RunnableConfig, dict[str, Any]]:
         """The run config (thread id, recursion limit) and the graph keyword arguments of one read."""
-        if not question or not question.strip():
-            raise EmptyQuestionError("the question is empty; ask something about the document")
         config = config or {}
         run_config: RunnableConfig = {
             **config,
@@ -84,16 +86,17 @@ class MemAgent:
             options["durability"] = "sync"  # survives a hard kill after any completed chunk
         return run_config, options
 
-    def _input(self, question: str, doc_id: str, snapshot: StateSnapshot | None, config: RunnableConfig) -> Any:
-        """``None`` (continue) when the thread has an unfinished run of the same read, else a fresh input."""
+    @staticmethod
+    def _input(graph_input: dict[str, Any], snapshot: StateSnapshot | None, config: RunnableConfig) -> Any:
+        """``None`` (continue) when the thread has an unfinished run of the same read, else ``graph_input``."""
         if snapshot is not None and snapshot.next:
-            if (snapshot.values.get("question"), snapshot.values.get("doc_id")) != (question, doc_id):
+            if any(snapshot.values.get(key) != value for key, value in graph_input.items()):
                 raise ConfigError(
                     f"thread {config['configurable']['thread_id']!r} has an unfinished run for another question "
                     "or document; use a new thread id (or --fresh)"
                 )
             return None
-        return {"question": question, "doc_id": doc_id}
+        return graph_input
 
     def stream(
         self,
@@ -105,11 +108,12 @@ class MemAgent:
         config: RunnableConfig | None = None,
     ) -> Iterator[ProgressEvent | MemAgentResult]:
         """Yield progress events (dicts with ``type == "memagent.progress"``), then the `MemAgentResult`."""
+        _check_questions([question])
         started = time.perf_counter()
         chunked = self.chunk(document)
-        run_config, options = self._prepare(question, chunked, thread_id, config)
+        run_config, options = self._prepare(chunked, thread_id, config)
         snapshot = self.graph.get_state(run_config) if self.checkpointer is not None else None
-        graph_input = self._input(question, chunked.doc_id, snapshot, run_config)
+        graph_input = self._input({"question": question, "doc_id": chunked.doc_id}, snapshot, run_config)
         run = _RunRecord()
         for mode, data in self.graph.stream(graph_input, run_config, context=settings or RunSettings(), **options):
             if (event := run.feed(mode, data)) is not None:
@@ -126,11 +130,12 @@ class MemAgent:
         config: RunnableConfig | None = None,
     ) -> AsyncIterator[ProgressEvent | MemAgentResult]:
         """Async `stream` (needs an async checkpointer, e.g. ``AsyncSqliteSaver``, if any)."""
+        _check_questions([question])
         started = time.perf_counter()
         chunked = await asyncio.to_thread(self.chunk, document)
-        run_config, options = self._prepare(question, chunked, thread_id, config)
+        run_config, options = self._prepare(chunked, thread_id, config)
         snapshot = await self.graph.aget_state(run_config) if self.checkpointer is not None else None
-        graph_input = self._input(question, chunked.doc_id, snapshot, run_config)
+        graph_input = self._input({"question": question, "doc_id": chunked.doc_id}, snapshot, run_config)
         run = _RunRecord()
         async for mode, data in self.graph.astream(
             graph_input, run_config, context=settings or RunSettings(), **options
@@ -197,6 +202,46 @@ class MemAgent:
             *(one(q, d) for q, d in _pairs(questions, documents)), return_exceptions=return_exceptions
         )
 
+    @functools.cached_property
+    def lockstep_graph(self) -> CompiledStateGraph:
+        """The compiled lockstep graph (Q questions, one batched call per chunk), sharing this agent's setup."""
+        builder = build_lockstep_graph(
+            self._model,
+            documents=self.documents,
+            tokenizer=self.tokenizer,
+            config=self.config,
+            answer_model=self._answer_model,
+        )
+        return builder.compile(checkpointer=self.checkpointer, name=f"{self.graph.name}-lockstep")
+
+    def ask_many(
+        self,
+        questions: Sequence[str],
+        document: Document,
+        *,
+        thread_id: str | None = None,
+        settings: RunSettings | None = None,
+        config: RunnableConfig | None = None,
+    ) -> list[MemAgentResult]:
+        """Answer all ``questions`` in lockstep: each chunk is read once and all memories are updated by one
+        batched model call per chunk. One result per question, in order."""
+        _check_questions(questions)
+        started = time.perf_counter()
+        chunked = self.chunk(document)
+        run_config, options = self._prepare(chunked, thread_id, config)
+        graph = self.lockstep_graph
+        snapshot = graph.get_state(run_config) if self.checkpointer is not None else None
+        graph_input = self._input({"questions": list(questions), "doc_id": chunked.doc_id}, snapshot, run_config)
+        run = _RunRecord()
+        for mode, data in graph.stream(graph_input, run_config, context=settings or RunSettings(), **options):
+            run.feed(mode, data)
+        return run.results(len(questions), chunked.num_chunks, run_config, started)
+
+
+def _check_questions(questions: Sequence[str]) -> None:
+    if not questions or any(not q or not q.strip() for q in questions):
+        raise EmptyQuestionError("the question is empty; ask something about the document")
+
 
 def _pairs(questions: Sequence[str], documents: Document | Sequence[Document]) -> list[tuple[str, Document]]:
     if isinstance(documents, (str, DocumentSource)):
@@ -212,6 +257,7 @@ class _RunRecord:
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
         self.steps: list[StepRecord] = []
+        self.step_lists: list[list[StepRecord]] = []
 
     def feed(self, mode: str, data: Any) -> ProgressEvent | None:
         if mode == "custom":
@@ -221,6 +267,8 @@ class _RunRecord:
                 self.values.update(update)
                 if "last_step" in update:
                     self.steps.append(update["last_step"])
+                if "last_steps" in update:
+                    self.step_lists.append(update["last_steps"])
         return None
 
     def result(self, num_chunks: int, config: RunnableConfig, started: float) -> MemAgentResult:
@@ -234,3 +282,28 @@ class _RunRecord:
             elapsed_s=round(time.perf_counter() - started, 4),
             thread_id=config["configurable"]["thread_id"],
         )
+
+    def results(self, count: int, num_chunks: int, config: RunnableConfig, started: float) -> list[MemAgentResult]:
+        """One result per question of a lockstep run (usage counted from each question's own steps)."""
+        elapsed = round(time.perf_counter() - started, 4)
+        results = []
+        for index in range(count):
+            steps = [record[index] for record in self.step_lists]
+            usage: Usage = {
+                "calls": len(steps),
+                "prompt_tokens": sum(s["prompt_tokens"] for s in steps),
+                "completion_tokens": sum(s["completion_tokens"] for s in steps),
+            }
+            results.append(
+                MemAgentResult(
+                    answer=self.values["answers"][index],
+                    answer_source=self.values["answer_sources"][index],
+                    memory=self.values["memories"][index],
+                    num_chunks=num_chunks,
+                    steps=steps,
+                    usage=usage,
+                    elapsed_s=elapsed,
+                    thread_id=config["configurable"]["thread_id"],
+                )
+            )
+        return results

@@ -79,7 +79,7 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
 def _agent(args: argparse.Namespace, config: MemAgentConfig) -> MemAgent:
     """The model named by the options/environment, else the embedded engine; says which on stderr."""
     from memagent_graph.agent import MemAgent
-    from memagent_graph.integrations.openai_compatible import endpoint_from_env, openai_compatible
+    from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
     from memagent_graph.tokenization import HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
     tokenizer: Tokenizer | None = HuggingFaceTokenizer(args.tokenizer) if args.tokenizer else None

@@ -1,4 +1,8 @@
-"""One exception hierarchy for the whole project; every message says what to do next."""
+"""One exception hierarchy for the whole project; every message says what to do next.
+
+Errors a caller causes are also `ValueError`s and model failures `RuntimeError`s, so servers that pass
+only those on (the LangGraph API server does) show our message instead of "internal error".
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,11 @@ class PromptTemplateError(ConfigError):
     """A prompt template is missing a placeholder or uses an unknown one."""
 
 
-class TokenizerError(MemAgentError):
+class TokenizerError(MemAgentError, ValueError):
     """A tokenizer could not be loaded or failed to encode/decode."""
 
 
-class DocumentError(MemAgentError):
+class DocumentError(MemAgentError, ValueError):
     """A document cannot be read as text."""
 
 
@@ -59,7 +63,7 @@ class EmptyQuestionError(MemAgentError, ValueError):
     """The question is empty."""
 
 
-class ModelError(MemAgentError):
+class ModelError(MemAgentError, RuntimeError):
     """The chat model or its endpoint failed."""
 
 

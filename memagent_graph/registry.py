@@ -49,6 +49,13 @@ class DocumentRegistry:
                     del self._chunked[cached]
         return key
 
+    def discard(self, doc_id: str) -> None:
+        """Forget ``doc_id`` and its chunked copies (for one-off documents in long-running services)."""
+        with self._lock:
+            self._sources.pop(doc_id, None)
+            for cached in [k for k in self._chunked if k[0] == doc_id]:
+                del self._chunked[cached]
+
     def get(self, doc_id: str) -> DocumentSource:
         """The source registered as ``doc_id``, else a file under ``allowed_root``; raises `DocumentNotFoundError`."""
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -37,8 +38,10 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
         return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config))
 
     async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
-        prompt, options = prepare(state)
-        return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config))
+        # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
+        prompt, options = await asyncio.to_thread(prepare, state)
+        completion = await complete(model, prompt, options, tokenizer=tokenizer, config=config)
+        return await asyncio.to_thread(finish, state, completion)
 
     return RunnableLambda(sync, afunc=async_, name="final_answer")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -56,7 +57,7 @@ async def complete(
     started = time.perf_counter()
     with _translated_errors(model):
         message = await _bound(model, options).ainvoke([HumanMessage(prompt)], config)
-    return _measure(message, prompt, tokenizer, time.perf_counter() - started)
+    return await asyncio.to_thread(_measure, message, prompt, tokenizer, time.perf_counter() - started)
 
 
 def complete_batch_sync(
@@ -94,7 +95,9 @@ async def complete_batch(
             [[HumanMessage(p)] for p in prompts], _batch_config(config, max_concurrency)
         )
     latency = time.perf_counter() - started
-    return [_measure(message, prompt, tokenizer, latency) for message, prompt in zip(messages, prompts, strict=True)]
+    return await asyncio.to_thread(
+        lambda: [_measure(m, prompt, tokenizer, latency) for m, prompt in zip(messages, prompts, strict=True)]
+    )
 
 
 def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tokens", "answer_tokens"]) -> CallOptions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -49,8 +50,10 @@ def update_memory(
         return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config), options)
 
     async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
-        prompt, options = prepare(state)
-        return finish(state, await complete(model, prompt, options, tokenizer=tokenizer, config=config), options)
+        # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
+        prompt, options = await asyncio.to_thread(prepare, state)
+        completion = await complete(model, prompt, options, tokenizer=tokenizer, config=config)
+        return await asyncio.to_thread(finish, state, completion, options)
 
     return RunnableLambda(sync, afunc=async_, name="update_memory")
 

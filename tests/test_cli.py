@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from openai_server import FakeOpenAIServer
+
+from memagent_graph.simulated_server import SimulatedOpenAIServer
 
 SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30"]
 
@@ -27,7 +28,7 @@ def memagent(*args, stdin=None, env_extra=None):
 
 @pytest.fixture(scope="module")
 def server(tokenizer):
-    with FakeOpenAIServer(tokenizer=tokenizer) as running:
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as running:
         yield running
 
 
@@ -127,7 +128,7 @@ def test_unreachable_endpoint(doc):
 
 
 def test_rejected_api_key(doc, tokenizer):
-    with FakeOpenAIServer(status=401) as failing:
+    with SimulatedOpenAIServer(status=401) as failing:
         result = memagent("ask", str(doc), "q", "--base-url", failing.base_url, "--model", "m", "--api-key", "sk-x")
     _assert_one_line_error(result, "HTTP 401")
     assert "sk-x" not in result.stderr

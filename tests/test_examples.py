@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openai_server import FakeOpenAIServer
+from memagent_graph.simulated_server import SimulatedOpenAIServer
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -13,7 +13,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 def test_ask_a_file_prints_the_answer(tmp_path, needle):
     path = tmp_path / "doc.txt"
     path.write_text(needle.text)
-    with FakeOpenAIServer() as server:
+    with SimulatedOpenAIServer() as server:
         env = {**os.environ, "MEMAGENT_BASE_URL": server.base_url}
         result = subprocess.run(
             [sys.executable, str(EXAMPLES / "ask_a_file.py"), str(path), needle.question],

@@ -1,7 +1,6 @@
 """The graph through `openai_compatible` against a real HTTP server on loopback."""
 
 import pytest
-from openai_server import FakeOpenAIServer
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import (
@@ -12,12 +11,13 @@ from memagent_graph.errors import (
     ModelNotFoundError,
 )
 from memagent_graph.integrations import chat_model_from_env, openai_compatible
+from memagent_graph.simulated_server import SimulatedOpenAIServer
 
 CONFIG = MemAgentConfig(chunk_tokens=400, memory_tokens=150, answer_tokens=40)
 
 
 def test_graph_answers_through_an_openai_compatible_server(tokenizer, needle):
-    with FakeOpenAIServer() as server:
+    with SimulatedOpenAIServer() as server:
         model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
         result = MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
     assert result.answer == needle.answer
@@ -25,7 +25,7 @@ def test_graph_answers_through_an_openai_compatible_server(tokenizer, needle):
 
 
 def test_token_limit_and_sampling_reach_the_server(tokenizer, needle):
-    with FakeOpenAIServer() as server:
+    with SimulatedOpenAIServer() as server:
         model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
         MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
     bodies = server.chat_requests()
@@ -35,14 +35,14 @@ def test_token_limit_and_sampling_reach_the_server(tokenizer, needle):
 
 
 def test_server_usage_is_reported_in_steps(tokenizer, needle):
-    with FakeOpenAIServer() as server:
+    with SimulatedOpenAIServer() as server:
         model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_retries=0)
         result = MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(needle.question, TextDocument(needle.text))
     assert {(s["prompt_tokens"], s["completion_tokens"], s["finish_reason"]) for s in result.steps} == {(11, 7, "stop")}
 
 
 def test_model_defaults_to_the_servers_only_model():
-    with FakeOpenAIServer(model_name="smol") as server:
+    with SimulatedOpenAIServer(model_name="smol") as server:
         assert openai_compatible(server.base_url).model_name == "smol"
 
 
@@ -51,7 +51,7 @@ def _ask(model, tokenizer):
 
 
 def test_unknown_model_fails_fast_with_http_404(tokenizer):
-    with FakeOpenAIServer() as server:
+    with SimulatedOpenAIServer() as server:
         model = openai_compatible(server.base_url, "no-such-model", tokenizer=tokenizer, max_retries=2)
         with pytest.raises(ModelNotFoundError, match="HTTP 404"):
             _ask(model, tokenizer)
@@ -59,7 +59,7 @@ def test_unknown_model_fails_fast_with_http_404(tokenizer):
 
 
 def test_rejected_key_fails_fast_with_http_401(tokenizer):
-    with FakeOpenAIServer(status=401) as server:
+    with SimulatedOpenAIServer(status=401) as server:
         model = openai_compatible(server.base_url, "m", api_key="sk-wrong", tokenizer=tokenizer, max_retries=2)
         with pytest.raises(ModelAuthenticationError, match="--api-key"):
             _ask(model, tokenizer)
@@ -67,7 +67,7 @@ def test_rejected_key_fails_fast_with_http_401(tokenizer):
 
 
 def test_server_errors_are_retried_in_one_layer_only(tokenizer):
-    with FakeOpenAIServer(status=500) as server:
+    with SimulatedOpenAIServer(status=500) as server:
         model = openai_compatible(server.base_url, "m", tokenizer=tokenizer, max_retries=2)
         with pytest.raises(ModelError, match="HTTP 500"):
             _ask(model, tokenizer)
@@ -95,3 +95,31 @@ def test_chat_model_from_env_without_an_endpoint_says_what_to_set(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigError, match="MEMAGENT_BASE_URL"):
         chat_model_from_env()
+
+
+async def test_max_concurrency_caps_the_requests_in_flight(tokenizer, needle):
+    with SimulatedOpenAIServer(delay_s=0.05) as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, max_concurrency=2)
+        agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer)
+        await agent.abatch([needle.question] * 6, TextDocument(needle.text), max_concurrency=6)
+    assert server.max_in_flight == 2
+
+
+async def test_without_a_cap_requests_run_concurrently(tokenizer, needle):
+    with SimulatedOpenAIServer(delay_s=0.05) as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer)
+        agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer)
+        await agent.abatch([needle.question] * 6, TextDocument(needle.text), max_concurrency=6)
+    assert server.max_in_flight > 2
+
+
+def test_requests_per_second_paces_the_calls(tokenizer):
+    import time
+
+    with SimulatedOpenAIServer() as server:
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer, requests_per_second=20)
+        started = time.perf_counter()
+        for _ in range(6):
+            model.invoke("hello")
+        elapsed = time.perf_counter() - started
+    assert elapsed >= 5 / 20 * 0.9

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from memagent_graph import PromptSet
@@ -45,3 +47,18 @@ def test_missing_placeholder_is_named():
 def test_unknown_placeholder_is_named():
     with pytest.raises(PromptTemplateError, match=r"answer template: unknown \{context\}"):
         PromptSet(answer="{question} {memory} {context}")
+
+
+def test_section_first_layout_shares_the_section_as_a_common_prefix():
+    prompts = PromptSet.section_first()
+    first = prompts.render_update(question="Q1?", memory="notes one", section="THE SECTION TEXT")
+    second = prompts.render_update(question="Q2?", memory="other notes", section="THE SECTION TEXT")
+    shared = len(os.path.commonprefix([first, second]))
+    assert first.index("THE SECTION TEXT") + len("THE SECTION TEXT") < shared
+
+
+def test_default_layout_puts_per_question_text_before_the_section():
+    prompts = PromptSet()
+    first = prompts.render_update(question="Q1?", memory="m", section="THE SECTION TEXT")
+    second = prompts.render_update(question="Q2?", memory="m", section="THE SECTION TEXT")
+    assert len(os.path.commonprefix([first, second])) < first.index("THE SECTION TEXT")

@@ -1,10 +1,10 @@
 import logging
 
 import pytest
-from openai_server import FakeOpenAIServer
 
 from memagent_graph import ApproximateTokenizer, HuggingFaceTokenizer, VLLMServerTokenizer
 from memagent_graph.errors import TokenizerError
+from memagent_graph.simulated_server import SimulatedOpenAIServer
 
 TEXT = "Zürich — 東京 and naïve café. \n\t  Spaces   kept."
 
@@ -57,7 +57,7 @@ def test_approximate_counts_are_close_to_a_real_bpe_on_english(tokenizer, needle
 
 
 def test_vllm_server_tokenizer_uses_tokenize_and_detokenize(tokenizer):
-    with FakeOpenAIServer(tokenizer=tokenizer) as server:
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
         remote = VLLMServerTokenizer(server.base_url, server.model_name)
         assert remote.supported()
         assert remote.encode(TEXT) == tokenizer.encode(TEXT)
@@ -66,7 +66,7 @@ def test_vllm_server_tokenizer_uses_tokenize_and_detokenize(tokenizer):
 
 
 def test_vllm_server_tokenizer_reports_a_server_without_tokenize():
-    with FakeOpenAIServer(tokenizer=None) as server:
+    with SimulatedOpenAIServer(tokenizer=None) as server:
         remote = VLLMServerTokenizer(server.base_url, server.model_name)
         assert not remote.supported()
         with pytest.raises(TokenizerError, match="HTTP 404"):

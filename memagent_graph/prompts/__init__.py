@@ -71,6 +71,12 @@ class PromptSet(BaseModel):
         return _check(value, ANSWER_PLACEHOLDERS, "answer")
 
     @classmethod
+    def section_first(cls) -> PromptSet:
+        """The update prompt with the section *before* the question and memory: calls over the same chunk
+        then share one long prefix, which an engine's prefix cache (vLLM) computes once for all questions."""
+        return cls(update=_bundled("update_section_first.txt"))
+
+    @classmethod
     def from_files(cls, *, update: str | Path | None = None, answer: str | Path | None = None) -> PromptSet:
         """Load either template (or both) from UTF-8 text files; the other keeps its default."""
         texts = {

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import httpx
 import openai
+from langchain_core.rate_limiters import InMemoryRateLimiter
 from langchain_openai import ChatOpenAI
 
 from memagent_graph.errors import ConfigError, translate_model_error
@@ -69,15 +71,25 @@ def openai_compatible(
     tokenizer: Tokenizer | None = None,
     max_retries: int = 2,
     timeout: float = 300.0,
+    max_concurrency: int | None = None,
+    requests_per_second: float | None = None,
     **options: object,
 ) -> ChatOpenAI:
     """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
 
     The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
-    ``tokenizer`` so LangChain's token counting needs no tiktoken download.
+    ``tokenizer`` so LangChain's token counting needs no tiktoken download. ``max_concurrency`` caps the
+    requests in flight (per client, sync and async); ``requests_per_second`` paces them (LangChain's
+    `InMemoryRateLimiter`).
     """
     model = model or served_model(base_url, api_key=api_key)
-    extra = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
+    extra: dict[str, object] = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
+    if max_concurrency is not None:
+        limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
+        extra["http_client"] = httpx.Client(limits=limits, timeout=timeout)
+        extra["http_async_client"] = httpx.AsyncClient(limits=limits, timeout=timeout)
+    if requests_per_second is not None:
+        extra["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second, check_every_n_seconds=0.01)
     return ChatOpenAI(
         base_url=base_url,
         model=model,

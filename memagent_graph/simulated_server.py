@@ -1,11 +1,17 @@
-"""A real OpenAI-compatible HTTP server on loopback for tests: ``/v1/models``, ``/v1/chat/completions``,
-``/tokenize`` and ``/detokenize``. Replies come from `RuleMemoryModel`, so answers are deterministic.
-Every request body is recorded; ``status_for_path`` forces error statuses (401, 404, 500, ...)."""
+"""A simulated OpenAI-compatible server: real HTTP on loopback, for tests and benchmarks.
+
+Routes ``/v1/models``, ``/v1/chat/completions``, ``/tokenize`` and ``/detokenize``. Replies come from
+`RuleMemoryModel`, so answers are deterministic. ``delay_s`` is a fixed latency per completion and
+``max_concurrency`` the number of completions served at once (others wait), like an engine with that many
+batch slots. Every request body is recorded; ``status`` forces an error status (401, 404, 500, ...).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,14 +23,22 @@ from memagent_graph.tokenization import Tokenizer
 
 
 @dataclass
-class FakeOpenAIServer:
+class SimulatedOpenAIServer:
+    """Start with ``with SimulatedOpenAIServer() as server:``; point clients at ``server.base_url``."""
+
     model_name: str = "rule-model"
     tokenizer: Tokenizer | None = None
     status: int = 200
+    delay_s: float = 0.0
+    max_concurrency: int | None = None
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    max_in_flight: int = 0
 
     def __post_init__(self) -> None:
         self._rules = RuleMemoryModel()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_concurrency) if self.max_concurrency else None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,7 +59,7 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def __enter__(self) -> SimulatedOpenAIServer:
         self._thread.start()
         return self
 
@@ -68,7 +82,14 @@ class FakeOpenAIServer:
         if path == "/v1/chat/completions":
             if body.get("model") != self.model_name:
                 return _send(handler, 404, {"error": {"message": f"model {body.get('model')} does not exist"}})
-            text = self._rules._reply([HumanMessage(body["messages"][-1]["content"])], {})
+            with self._slots or contextlib.nullcontext():
+                with self._lock:
+                    self._in_flight += 1
+                    self.max_in_flight = max(self.max_in_flight, self._in_flight)
+                time.sleep(self.delay_s)
+                with self._lock:
+                    self._in_flight -= 1
+                    text = self._rules._reply([HumanMessage(body["messages"][-1]["content"])], {})
             return _send(handler, 200, _completion(self.model_name, text))
         if path == "/tokenize" and self.tokenizer is not None:
             ids = self.tokenizer.encode(body["prompt"])

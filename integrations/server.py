@@ -1,0 +1,99 @@
+"""The LangGraph server entry (``langgraph.json`` names ``memagent_graph.integrations.server:graph``).
+
+`graph` is a graph factory: the server calls it per run, and it builds the MemAgent graph once, in a worker
+thread, from the environment (all variables optional):
+
+- ``MEMAGENT_BASE_URL`` / ``MEMAGENT_MODEL`` / ``MEMAGENT_API_KEY`` (or ``OPENAI_*``): the OpenAI-compatible
+  endpoint; unset means the embedded SmolLM2 engine.
+- ``MEMAGENT_TOKENIZER``: a local folder (or ``tokenizer.json``) of the served model's tokenizer; else the
+  endpoint's ``/tokenize`` when it has one (vLLM), else the embedded engine's own, else an approximation.
+- ``MEMAGENT_DOCUMENTS_DIR``: the folder clients name documents in, by relative path as ``doc_id`` (default:
+  the server's working directory); nothing outside it can be read.
+- ``MEMAGENT_CHUNK_TOKENS``, ``MEMAGENT_MEMORY_TOKENS``, ``MEMAGENT_ANSWER_TOKENS``: the reading budget.
+
+The graph is compiled without a checkpointer: the server brings its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.graph.state import CompiledStateGraph
+
+from memagent_graph.config import MemAgentConfig
+from memagent_graph.errors import ConfigError
+from memagent_graph.graph import create_memagent
+from memagent_graph.integrations.openai_endpoint import chat_model_from_env, endpoint_from_env
+from memagent_graph.registry import DocumentRegistry
+from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
+
+GRAPH_NAME = "memagent"
+_BUDGET_VARIABLES = {
+    "chunk_tokens": "MEMAGENT_CHUNK_TOKENS",
+    "memory_tokens": "MEMAGENT_MEMORY_TOKENS",
+    "answer_tokens": "MEMAGENT_ANSWER_TOKENS",
+}
+_lock = threading.Lock()
+_built: CompiledStateGraph | None = None
+
+
+def config_from_env() -> MemAgentConfig:
+    """`MemAgentConfig` with the budgets set in ``MEMAGENT_*_TOKENS`` (the defaults elsewhere)."""
+    settings: dict[str, object] = {}
+    for field, variable in _BUDGET_VARIABLES.items():
+        if value := os.environ.get(variable, "").strip():
+            try:
+                settings[field] = int(value)
+            except ValueError:
+                raise ConfigError(f"{variable} must be a whole number of tokens, got {value!r}") from None
+    return MemAgentConfig.build(**settings)
+
+
+def documents_from_env() -> DocumentRegistry:
+    """A registry that reads files by relative path under ``MEMAGENT_DOCUMENTS_DIR`` (else the working directory)."""
+    root = Path(os.environ.get("MEMAGENT_DOCUMENTS_DIR") or os.getcwd()).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"MEMAGENT_DOCUMENTS_DIR={str(root)!r} is not a folder; point it at the documents to serve")
+    return DocumentRegistry(allowed_root=root)
+
+
+def model_from_env() -> tuple[BaseChatModel, Tokenizer]:
+    """The endpoint's chat model (else the embedded engine) and the tokenizer that counts its budgets."""
+    explicit = os.environ.get("MEMAGENT_TOKENIZER")
+    tokenizer: Tokenizer | None = HuggingFaceTokenizer(explicit) if explicit else None
+    endpoint = endpoint_from_env()
+    if endpoint is None:
+        from memagent_graph.integrations.local_engine import embedded_chat_model
+
+        local = embedded_chat_model()
+        return local, tokenizer or local.tokenizer()
+    model = chat_model_from_env(tokenizer=tokenizer)
+    if tokenizer is None:
+        served = VLLMServerTokenizer(endpoint.base_url, model.model_name, api_key=endpoint.api_key)
+        tokenizer = served if served.supported() else ApproximateTokenizer()
+    return model, tokenizer
+
+
+def build_graph() -> CompiledStateGraph:
+    """Build the MemAgent graph from the environment (blocking: it may call the endpoint and load a tokenizer)."""
+    config = config_from_env()
+    documents = documents_from_env()
+    model, tokenizer = model_from_env()
+    return create_memagent(model, documents=documents, tokenizer=tokenizer, config=config, name=GRAPH_NAME)
+
+
+def _shared_graph() -> CompiledStateGraph:
+    global _built
+    with _lock:
+        if _built is None:
+            _built = build_graph()
+        return _built
+
+
+async def graph() -> CompiledStateGraph:
+    """The server's graph factory: the graph built once (off the event loop) and shared by every run."""
+    return await asyncio.to_thread(_shared_graph)

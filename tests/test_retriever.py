@@ -1,0 +1,144 @@
+"""`MemAgentRetriever` and `MemAgentCompressor`: the memory is returned as evidence, and it reaches an LCEL prompt."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+from memagent_graph import LangChainDocuments, MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.haystack import haystack_paragraphs
+from memagent_graph.integrations.retriever import MemAgentCompressor, MemAgentRetriever
+from memagent_graph.testing import RuleMemoryModel
+
+NEEDLE = "The special magic fruit is mango-4242."
+QUESTION = "What is the special magic fruit?"
+
+
+@pytest.fixture
+def agent(tokenizer) -> MemAgent:
+    config = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+    return MemAgent(RuleMemoryModel(), tokenizer=tokenizer, config=config)
+
+
+@pytest.fixture
+def retrieved() -> list[Document]:
+    """Five retrieved documents, the needle in the third."""
+    texts = list(haystack_paragraphs()[100:105])
+    texts[2] += "\n\n" + NEEDLE
+    return [Document(page_content=text, metadata={"source": f"page-{i}"}) for i, text in enumerate(texts)]
+
+
+def _assert_memory_document(document: Document, *, doc_id: str, answer: str, fact: str) -> None:
+    assert fact in document.page_content
+    assert document.metadata["doc_id"] == doc_id
+    assert document.metadata["answer"] == answer
+    assert document.metadata["answer_source"] == "boxed"
+    assert document.metadata["num_chunks"] > 1
+    assert document.metadata["thread_id"]
+    assert document.metadata["retriever"] == "memagent"
+
+
+def _fact(needle) -> str:
+    return next(line for line in needle.text.split("\n\n") if line.startswith("The special magic"))
+
+
+def test_retriever_returns_the_memory_with_its_metadata(agent, needle):
+    document = TextDocument(needle.text)
+    [evidence] = MemAgentRetriever(agent=agent, document=document).invoke(needle.question)
+    _assert_memory_document(evidence, doc_id=document.doc_id, answer=needle.answer, fact=_fact(needle))
+    assert evidence.metadata["num_chunks"] == agent.chunk(document).num_chunks
+
+
+async def test_retriever_ainvoke_returns_the_memory_with_its_metadata(agent, needle):
+    document = TextDocument(needle.text)
+    [evidence] = await MemAgentRetriever(agent=agent, document=document).ainvoke(needle.question)
+    _assert_memory_document(evidence, doc_id=document.doc_id, answer=needle.answer, fact=_fact(needle))
+
+
+def test_retriever_reads_a_registered_document_by_id(agent, needle):
+    doc_id = agent.documents.add(TextDocument(needle.text), doc_id="manual")
+    [evidence] = MemAgentRetriever(agent=agent, document="manual").invoke(needle.question)
+    _assert_memory_document(evidence, doc_id=doc_id, answer=needle.answer, fact=_fact(needle))
+
+
+def test_the_memory_reaches_the_prompt_of_an_lcel_chain(agent, needle):
+    def format_docs(docs: list[Document]) -> str:
+        return "\n\n".join(d.page_content for d in docs)
+
+    prompt = ChatPromptTemplate.from_messages(
+        [("human", "Answer from this evidence only.\n<evidence>\n{context}\n</evidence>\nQuestion: {question}")]
+    )
+    retriever = MemAgentRetriever(agent=agent, document=TextDocument(needle.text))
+    chain = (
+        {"context": retriever | format_docs, "question": RunnablePassthrough()}
+        | prompt
+        | ParrotFakeChatModel()  # replies with its prompt, so the output shows what the model saw
+        | StrOutputParser()
+    )
+    seen = chain.invoke(needle.question)
+    assert f"<evidence>\n{_fact(needle)}\n</evidence>" in seen
+    assert seen.endswith(f"Question: {needle.question}")
+
+
+def test_compressor_reads_retrieved_documents_into_evidence(agent, retrieved):
+    [evidence] = MemAgentCompressor(agent=agent).compress_documents(retrieved, QUESTION)
+    doc_id = LangChainDocuments(retrieved).doc_id
+    _assert_memory_document(evidence, doc_id=doc_id, answer="mango-4242", fact=NEEDLE)
+    assert evidence.metadata["num_documents"] == 5
+    assert evidence.metadata["num_chunks"] >= 5  # no chunk crosses a document
+
+
+async def test_compressor_acompress_reads_retrieved_documents_into_evidence(agent, retrieved):
+    [evidence] = await MemAgentCompressor(agent=agent).acompress_documents(retrieved, QUESTION)
+    assert NEEDLE in evidence.page_content
+    assert evidence.metadata["answer"] == "mango-4242"
+    assert evidence.metadata["num_documents"] == 5
+
+
+async def test_compressor_returns_nothing_for_no_documents(agent):
+    compressor = MemAgentCompressor(agent=agent)
+    assert compressor.compress_documents([], QUESTION) == []
+    assert await compressor.acompress_documents([], QUESTION) == []
+    assert len(agent.documents) == 0  # nothing was read or registered
+
+
+def test_compressor_after_a_retriever_in_lcel(agent, retrieved):
+    # langchain 1.x dropped ContextualCompressionRetriever (now in langchain-classic); this is its LCEL form
+    class FixedRetriever(BaseRetriever):
+        documents: list[Document]
+
+        def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+            return self.documents
+
+    compressor = MemAgentCompressor(agent=agent)
+    pipeline = {"documents": FixedRetriever(documents=retrieved), "query": RunnablePassthrough()} | RunnableLambda(
+        lambda found: compressor.compress_documents(found["documents"], found["query"])
+    )
+    [evidence] = pipeline.invoke(QUESTION)
+    assert NEEDLE in evidence.page_content
+    assert evidence.metadata["num_documents"] == len(retrieved)
+
+
+def test_retriever_callbacks_reach_the_inner_model_calls(agent, needle):
+    class CountChatStarts(BaseCallbackHandler):
+        starts = 0
+
+        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
+            self.starts += 1
+
+    handler, document = CountChatStarts(), TextDocument(needle.text)
+    MemAgentRetriever(agent=agent, document=document).invoke(needle.question, config={"callbacks": [handler]})
+    assert handler.starts == agent.chunk(document).num_chunks + 1  # one update per chunk, then the answer
+
+
+def test_the_compressor_leaves_no_document_registered(agent):
+    from langchain_core.documents import Document
+
+    MemAgentCompressor(agent=agent).compress_documents([Document("The special magic city is rome-1.")], "city?")
+    assert len(agent.documents) == 0

@@ -1,0 +1,225 @@
+"""The server entry under the real ``langgraph dev``: the repository's langgraph.json, the SDK, a loopback model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from memagent_graph import TextDocument, chunk_document, recursion_limit_for
+from memagent_graph.errors import ConfigError
+from memagent_graph.haystack import NeedleTask, needle_document
+from memagent_graph.integrations import server as entry
+from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.tokenization import ApproximateTokenizer, VLLMServerTokenizer
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+BUDGETS = {"MEMAGENT_CHUNK_TOKENS": "400", "MEMAGENT_MEMORY_TOKENS": "150", "MEMAGENT_ANSWER_TOKENS": "40"}
+STARTUP_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class DevServer:
+    url: str
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"langgraph dev exited with {process.returncode}:\n{_tail(log)}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"langgraph dev did not answer /ok in {STARTUP_TIMEOUT_S:.0f} s:\n{_tail(log)}")
+
+
+@contextmanager
+def langgraph_dev(workdir: Path, **env: str) -> Iterator[DevServer]:
+    """Serve the repository's langgraph.json from ``workdir`` (its .langgraph_api/ and log stay there)."""
+    shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
+    port, log = _free_port(), workdir / "server.log"
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
+    quiet = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=workdir,
+            env={**inherited, **quiet, **BUDGETS, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_ready(url, process, log)
+        yield DevServer(url, log)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def task(tokenizer) -> NeedleTask:
+    return needle_document(tokens=3000, tokenizer=tokenizer, seed=7, depth=0.0)
+
+
+@pytest.fixture(scope="module")
+def num_chunks(task, tokenizer) -> int:
+    return chunk_document(TextDocument(task.text), tokenizer, int(BUDGETS["MEMAGENT_CHUNK_TOKENS"])).num_chunks
+
+
+@pytest.fixture(scope="module")
+def endpoint(tokenizer) -> Iterator[SimulatedOpenAIServer]:
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory, task) -> Path:
+    """A folder holding needle.txt, next to a secret.txt that lies outside it."""
+    folder = tmp_path_factory.mktemp("served") / "documents"
+    folder.mkdir()
+    (folder / "needle.txt").write_text(task.text, encoding="utf-8")
+    (folder.parent / "secret.txt").write_text("The special magic colour is not this.", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def clean_env(monkeypatch) -> pytest.MonkeyPatch:
+    for name in [k for k in os.environ if k.startswith(("MEMAGENT_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_bad_budgets_and_folders_in_the_environment_are_refused(clean_env, tmp_path):
+    clean_env.setenv("MEMAGENT_CHUNK_TOKENS", "lots")
+    with pytest.raises(ConfigError, match="MEMAGENT_CHUNK_TOKENS must be a whole number"):
+        entry.config_from_env()
+    clean_env.setenv("MEMAGENT_DOCUMENTS_DIR", str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="is not a folder"):
+        entry.documents_from_env()
+
+
+@pytest.mark.parametrize("serves_tokenize", [True, False])
+def test_the_tokenizer_is_the_endpoints_when_it_serves_tokenize(clean_env, tokenizer, serves_tokenize):
+    with SimulatedOpenAIServer(tokenizer=tokenizer if serves_tokenize else None) as endpoint:
+        clean_env.setenv("MEMAGENT_BASE_URL", endpoint.base_url)
+        _, chosen = entry.model_from_env()
+    assert isinstance(chosen, VLLMServerTokenizer if serves_tokenize else ApproximateTokenizer)
+
+
+async def test_the_factory_builds_one_graph_without_a_checkpointer(clean_env, endpoint, documents):
+    clean_env.setattr(entry, "_built", None)
+    clean_env.setenv("MEMAGENT_BASE_URL", endpoint.base_url)
+    clean_env.setenv("MEMAGENT_DOCUMENTS_DIR", str(documents))
+    first, second = await entry.graph(), await entry.graph()
+    assert first is second and first.checkpointer is None and first.name == "memagent"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, tokenizer, endpoint, documents) -> Iterator[DevServer]:
+    """The server with the model's tokenizer as a local folder (MEMAGENT_TOKENIZER)."""
+    tokenizer_dir = tmp_path_factory.mktemp("tokenizer")
+    tokenizer._backend.save(str(tokenizer_dir / "tokenizer.json"))
+    env = {
+        "MEMAGENT_BASE_URL": endpoint.base_url,
+        "MEMAGENT_DOCUMENTS_DIR": str(documents),
+        "MEMAGENT_TOKENIZER": str(tokenizer_dir),
+    }
+    with langgraph_dev(tmp_path_factory.mktemp("server"), **env) as dev:
+        yield dev
+
+
+@pytest.fixture(scope="module")
+def client(server) -> SyncLangGraphClient:
+    return get_sync_client(url=server.url)
+
+
+def test_a_waited_run_answers_from_the_served_document(client, task, num_chunks, endpoint):
+    output = client.runs.wait(
+        None,
+        "memagent",
+        input={"question": task.question, "doc_id": "needle.txt"},
+        config={"recursion_limit": recursion_limit_for(num_chunks)},
+    )
+    assert output["answer"] == task.answer and output["answer_source"] == "boxed"
+    assert output["num_chunks"] == num_chunks and output["usage"]["calls"] == num_chunks + 1
+    limits = {body.get("max_completion_tokens", body.get("max_tokens")) for body in endpoint.chat_requests()}
+    assert limits == {150, 40}  # the MEMAGENT_*_TOKENS budgets reached the model
+
+
+def test_a_streamed_run_reports_every_chunk_then_the_answer(client, task, num_chunks):
+    parts = list(
+        client.runs.stream(
+            None,
+            "memagent",
+            input={"question": task.question, "doc_id": "needle.txt"},
+            config={"recursion_limit": recursion_limit_for(num_chunks)},
+            stream_mode=["custom", "updates"],
+        )
+    )
+    progress = [p.data for p in parts if p.event == "custom"]
+    assert [event["chunk"] for event in progress] == list(range(1, num_chunks + 1))
+    assert {(event["type"], event["total"], event["doc_id"]) for event in progress} == {
+        ("memagent.progress", num_chunks, "needle.txt")
+    }
+    last = parts[-1]
+    assert last.event == "updates" and last.data["final_answer"]["answer"] == task.answer
+
+
+@pytest.mark.parametrize("path", ["relative", "absolute"])
+def test_a_document_outside_the_folder_is_refused(client, server, documents, path):
+    doc_id = "../secret.txt" if path == "relative" else str(documents.parent / "secret.txt")
+    output = client.runs.wait(
+        None, "memagent", input={"question": "What is the colour?", "doc_id": doc_id}, raise_error=False
+    )
+    assert output["__error__"]["error"] == "DocumentAccessError"
+    assert "allowed folder" in output["__error__"]["message"]  # our errors are ValueErrors: the server passes them on
+
+
+def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint, documents, task, num_chunks):
+    env = {"MEMAGENT_BASE_URL": endpoint.base_url, "MEMAGENT_DOCUMENTS_DIR": str(documents)}
+    with langgraph_dev(tmp_path, **env) as dev:
+        output = get_sync_client(url=dev.url).runs.wait(
+            None,
+            "memagent",
+            input={"question": task.question, "doc_id": "needle.txt"},
+            config={"recursion_limit": recursion_limit_for(num_chunks)},
+            raise_error=False,
+        )
+    assert output.get("answer") == task.answer, output
