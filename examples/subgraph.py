@@ -17,7 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from memagent_graph import FileDocument, MemAgent, MemAgentConfig
-from memagent_graph.integrations import chat_model_from_env, endpoint_from_env
+from memagent_graph.integrations.model_choice import choose_model
 from memagent_graph.integrations.subgraph import memagent_node
 
 
@@ -47,14 +47,10 @@ def build_parent_graph(agent: MemAgent, *, checkpointer: BaseCheckpointSaver | N
 
 
 def main(path: str, ticket: str) -> None:
-    if endpoint_from_env():
-        model, tokenizer = chat_model_from_env(), None  # approximate token counts unless you pass a tokenizer
-    else:
-        from memagent_graph.integrations.local_engine import embedded_chat_model
-
-        model = embedded_chat_model()
-        tokenizer = model.tokenizer()
-    agent = MemAgent(model, tokenizer=tokenizer, config=MemAgentConfig(chunk_tokens=2000, memory_tokens=256))
+    choice = choose_model()  # MEMAGENT_BASE_URL's model if set, else the embedded engine
+    agent = MemAgent(
+        choice.model, tokenizer=choice.tokenizer, config=MemAgentConfig(chunk_tokens=2000, memory_tokens=256)
+    )
     graph = build_parent_graph(agent)
     inputs: TicketState = {"ticket": ticket, "log_file": agent.documents.add(FileDocument(path))}
     # the inner graph's progress events reach the parent's stream only with subgraphs=True

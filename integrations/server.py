@@ -21,15 +21,13 @@ import os
 import threading
 from pathlib import Path
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.graph.state import CompiledStateGraph
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.errors import ConfigError
 from memagent_graph.graph import create_memagent
-from memagent_graph.integrations.openai_endpoint import chat_model_from_env, endpoint_from_env
+from memagent_graph.integrations.model_choice import choose_model
 from memagent_graph.registry import DocumentRegistry
-from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
 GRAPH_NAME = "memagent"
 _BUDGET_VARIABLES = {
@@ -61,29 +59,14 @@ def documents_from_env() -> DocumentRegistry:
     return DocumentRegistry(allowed_root=root)
 
 
-def model_from_env() -> tuple[BaseChatModel, Tokenizer]:
-    """The endpoint's chat model (else the embedded engine) and the tokenizer that counts its budgets."""
-    explicit = os.environ.get("MEMAGENT_TOKENIZER")
-    tokenizer: Tokenizer | None = HuggingFaceTokenizer(explicit) if explicit else None
-    endpoint = endpoint_from_env()
-    if endpoint is None:
-        from memagent_graph.integrations.local_engine import embedded_chat_model
-
-        local = embedded_chat_model()
-        return local, tokenizer or local.tokenizer()
-    model = chat_model_from_env(tokenizer=tokenizer)
-    if tokenizer is None:
-        served = VLLMServerTokenizer(endpoint.base_url, model.model_name, api_key=endpoint.api_key)
-        tokenizer = served if served.supported() else ApproximateTokenizer()
-    return model, tokenizer
-
-
 def build_graph() -> CompiledStateGraph:
     """Build the MemAgent graph from the environment (blocking: it may call the endpoint and load a tokenizer)."""
     config = config_from_env()
     documents = documents_from_env()
-    model, tokenizer = model_from_env()
-    return create_memagent(model, documents=documents, tokenizer=tokenizer, config=config, name=GRAPH_NAME)
+    choice = choose_model()
+    return create_memagent(
+        choice.model, documents=documents, tokenizer=choice.tokenizer, config=config, name=GRAPH_NAME
+    )
 
 
 def _shared_graph() -> CompiledStateGraph:

@@ -23,6 +23,7 @@ from memagent_graph import TextDocument, chunk_document, recursion_limit_for
 from memagent_graph.errors import ConfigError
 from memagent_graph.haystack import NeedleTask, needle_document
 from memagent_graph.integrations import server as entry
+from memagent_graph.integrations.model_choice import choose_model
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 from memagent_graph.tokenization import ApproximateTokenizer, VLLMServerTokenizer
 
@@ -139,7 +140,7 @@ def test_bad_budgets_and_folders_in_the_environment_are_refused(clean_env, tmp_p
 def test_the_tokenizer_is_the_endpoints_when_it_serves_tokenize(clean_env, tokenizer, serves_tokenize):
     with SimulatedOpenAIServer(tokenizer=tokenizer if serves_tokenize else None) as endpoint:
         clean_env.setenv("MEMAGENT_BASE_URL", endpoint.base_url)
-        _, chosen = entry.model_from_env()
+        chosen = choose_model().tokenizer
     assert isinstance(chosen, VLLMServerTokenizer if serves_tokenize else ApproximateTokenizer)
 
 

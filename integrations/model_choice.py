@@ -1,0 +1,54 @@
+"""Which model reads, and which tokenizer counts its budgets: the one rule shared by the CLI, the server and
+the examples. An OpenAI-compatible endpoint if one is configured, else the embedded engine."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from langchain_core.language_models import BaseChatModel
+
+from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
+from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The chat model, its tokenizer, and one line saying what they are (for logs)."""
+
+    model: BaseChatModel
+    tokenizer: Tokenizer
+    description: str
+
+
+def choose_model(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    tokenizer: str | None = None,
+    adapter_path: str | None = None,
+) -> ModelChoice:
+    """Arguments first, then ``MEMAGENT_*`` / ``OPENAI_*`` variables (``MEMAGENT_TOKENIZER`` for the tokenizer).
+
+    Tokenizer: the given folder, else the endpoint's ``/tokenize`` (vLLM), else the embedded engine's own,
+    else an approximation (it warns once).
+    """
+    folder = tokenizer or os.environ.get("MEMAGENT_TOKENIZER")
+    counted: Tokenizer | None = HuggingFaceTokenizer(folder) if folder else None
+    endpoint = endpoint_from_env(base_url=base_url, model=model, api_key=api_key)
+    if endpoint is None:
+        from memagent_graph.integrations.local_engine import embedded_chat_model
+
+        local = embedded_chat_model(adapter_path=adapter_path)
+        adapter = f" + adapter {adapter_path}" if adapter_path else ""
+        return ModelChoice(local, counted or local.tokenizer(), f"embedded SmolLM2-135M-Instruct on CPU{adapter}")
+    chat = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=counted)
+    description = f"{chat.model_name} at {endpoint.base_url} (OpenAI-compatible)"
+    if counted is None:
+        served = VLLMServerTokenizer(endpoint.base_url, chat.model_name, api_key=endpoint.api_key)
+        if served.supported():
+            counted, description = served, description + "; tokenizer: the server's /tokenize"
+        else:
+            counted = ApproximateTokenizer()
+    return ModelChoice(chat, counted, description)
