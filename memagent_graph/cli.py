@@ -43,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
     demo.add_argument("--seed", type=int, default=0)
     _model_options(demo, chunk=2048, memory=128, answer=32)
+
+    batch = commands.add_parser("batch", help="answer many (document, question) pairs on Ray workers")
+    batch.add_argument("input", help='JSON Lines: {"id": ..., "document": PATH or "text": ..., "question": ...}')
+    batch.add_argument("output", help="JSON Lines results, appended as they finish; a rerun skips answered pairs")
+    batch.add_argument("--workers", type=int, default=2, help="Ray actors, one MemAgent each (default 2)")
+    batch.add_argument("--address", help="join this Ray cluster (default: start a local Ray)")
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
+    _model_options(batch)
     return parser
 
 
@@ -79,26 +87,17 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
 def _agent(args: argparse.Namespace, config: MemAgentConfig) -> MemAgent:
     """The model named by the options/environment, else the embedded engine; says which on stderr."""
     from memagent_graph.agent import MemAgent
-    from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
-    from memagent_graph.tokenization import HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
+    from memagent_graph.integrations.model_choice import choose_model
 
-    tokenizer: Tokenizer | None = HuggingFaceTokenizer(args.tokenizer) if args.tokenizer else None
-    endpoint = endpoint_from_env(base_url=args.base_url, model=args.model, api_key=args.api_key)
-    if endpoint is None:
-        from memagent_graph.integrations.local_engine import embedded_chat_model
-
-        model = embedded_chat_model(adapter_path=args.adapter)
-        tokenizer = tokenizer or model.tokenizer()
-        log.info("model: embedded SmolLM2-135M-Instruct on CPU%s", f" + adapter {args.adapter}" if args.adapter else "")
-    else:
-        model = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=tokenizer)
-        log.info("model: %s at %s (OpenAI-compatible)", model.model_name, endpoint.base_url)
-        if tokenizer is None:
-            server = VLLMServerTokenizer(endpoint.base_url, model.model_name, api_key=endpoint.api_key)
-            if server.supported():
-                tokenizer = server
-                log.info("tokenizer: the server's /tokenize")
-    return MemAgent(model, config=config, tokenizer=tokenizer)
+    choice = choose_model(
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        tokenizer=args.tokenizer,
+        adapter_path=args.adapter,
+    )
+    log.info("model: %s", choice.description)
+    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer)
 
 
 def _document(path: str) -> DocumentSource:
@@ -180,6 +179,20 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    """Exit status 0 when the batch ran, 1 when lines were attempted and none succeeded."""
+    from dataclasses import fields
+
+    from memagent_graph.integrations.ray_batch import BatchSettings, run_batch
+
+    settings = BatchSettings.from_env(**{field.name: getattr(args, field.name) for field in fields(BatchSettings)})
+    summary = run_batch(
+        args.input, args.output, settings=settings, workers=args.workers, address=args.address, progress=not args.quiet
+    )
+    print(f"memagent: batch: {summary.done} done, {summary.skipped} skipped, {summary.failed} failed", file=sys.stderr)
+    return EXIT_ERROR if summary.failed and not summary.done else 0
+
+
 def _configure_logging(*, debug: bool) -> None:
     """Our messages at INFO as ``memagent: ...`` on stderr; other libraries' only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
@@ -198,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(debug=args.debug)
     try:
-        return {"ask": _ask, "demo": _demo}[args.command](args)
+        return {"ask": _ask, "demo": _demo, "batch": _batch}[args.command](args)
     except MemAgentError as exc:
         if args.debug:
             raise
