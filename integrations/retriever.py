@@ -8,6 +8,7 @@ however long the input was. Both return one `Document` whose metadata says how i
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,7 @@ class MemAgentCompressor(BaseDocumentCompressor):
         """The memory after reading ``documents`` for ``query``; no documents give an empty list."""
         if not documents:
             return []
-        source = LangChainDocuments(documents)
+        source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
         try:
             result = self.agent.invoke(query, source, config={"callbacks": callbacks})
         finally:
@@ -82,7 +83,7 @@ class MemAgentCompressor(BaseDocumentCompressor):
         """Async `compress_documents`."""
         if not documents:
             return []
-        source = LangChainDocuments(documents)
+        source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
         try:
             result = await self.agent.ainvoke(query, source, config={"callbacks": callbacks})
         finally:

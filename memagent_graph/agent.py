@@ -93,7 +93,7 @@ class MemAgent:
             if any(snapshot.values.get(key) != value for key, value in graph_input.items()):
                 raise ConfigError(
                     f"thread {config['configurable']['thread_id']!r} has an unfinished run for another question "
-                    "or document; use a new thread id (or --fresh)"
+                    "or document; use a new thread id"
                 )
             return None
         return graph_input
@@ -179,8 +179,11 @@ class MemAgent:
                     raise
                 return exc
 
-        with ThreadPoolExecutor(max_workers=max_concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=max_concurrency)
+        try:
             return list(pool.map(one, pairs))
+        finally:
+            pool.shutdown(cancel_futures=True)  # on a failure, queued reads do not start
 
     async def abatch(
         self,

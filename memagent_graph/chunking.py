@@ -90,6 +90,8 @@ def chunk_document(
             buffer = buffer[cut:]
     if not has_text:
         raise EmptyDocumentError(f"document {doc_id!r} is empty (no text to read)")
+    if not chunks:
+        raise TokenizerError(f"tokenizer {tokenizer.name!r} produced no tokens for document {doc_id!r}")
     return ChunkedDocument(
         doc_id=doc_id,
         fingerprint=fingerprint_of(hasher.hexdigest(), tokenizer.name, chunk_tokens),

@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
     from memagent_graph.state import MemAgentResult
 
 EXIT_ERROR = 1
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 log = logging.getLogger("memagent")
@@ -67,9 +66,9 @@ def _model_options(
     group.add_argument("--tokenizer", help="local folder (or tokenizer.json) of the served model's tokenizer")
     group.add_argument("--adapter", help="LoRA adapter folder for the embedded engine")
     budget = parser.add_argument_group("reading budget")
-    budget.add_argument("--chunk-tokens", type=int, default=chunk, help="tokens per chunk (default 5000)")
-    budget.add_argument("--memory-tokens", type=int, default=memory, help="memory budget (default 1024)")
-    budget.add_argument("--answer-tokens", type=int, default=answer, help="answer budget (default 1024)")
+    budget.add_argument("--chunk-tokens", type=int, default=chunk, help=f"tokens per chunk (default {chunk or 5000})")
+    budget.add_argument("--memory-tokens", type=int, default=memory, help=f"memory budget (default {memory or 1024})")
+    budget.add_argument("--answer-tokens", type=int, default=answer, help=f"answer budget (default {answer or 1024})")
     budget.add_argument("--temperature", type=float, help="sampling temperature (default 0.7; 0 = greedy)")
     budget.add_argument("--top-p", type=float)
 

@@ -129,24 +129,26 @@ class FileDocument:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
         offset, pending = 0, ""
         with _open(self.path) as handle:
-            while block := handle.read(_READ_BYTES):
-                if offset == 0:
-                    block = _strip_bom(self.path, block)
+            while raw := handle.read(_READ_BYTES):
+                block = _strip_bom(self.path, raw) if offset == 0 else raw
+                skipped = len(raw) - len(block)  # a stripped BOM still counts in byte offsets
                 if b"\x00" in block:
+                    at = offset + skipped + block.index(0)
                     raise BinaryDocumentError(
-                        f"{self.path} looks like a binary file (NUL byte near offset {offset + block.index(0)}); "
+                        f"{self.path} looks like a binary file (NUL byte near offset {at}); "
                         "pass a plain-text file (convert PDFs or Word files to text first)"
                     )
                 try:
                     pending += decoder.decode(block)
                 except UnicodeDecodeError as exc:
                     raise DocumentEncodingError(
-                        f"{self.path} is not valid UTF-8 (byte offset {offset + exc.start}); "
+                        f"{self.path} is not valid UTF-8 (byte offset {offset + skipped + exc.start}); "
                         "convert it first, e.g. iconv -f latin1 -t utf-8"
                     ) from None
-                offset += len(block)
-                *ready, pending = split_pieces(pending)
-                yield from ready
+                offset += len(raw)
+                pieces = list(split_pieces(pending))
+                pending = pieces.pop() if pieces else ""
+                yield from pieces
             try:
                 pending += decoder.decode(b"", final=True)
             except UnicodeDecodeError:

@@ -74,11 +74,10 @@ def build_lockstep_graph(
     tokenizer: Tokenizer,
     config: MemAgentConfig | None = None,
     answer_model: BaseChatModel | None = None,
-    max_concurrency: int | None = None,
 ) -> StateGraph:
     """The uncompiled lockstep graph (input ``{"questions": [...], "doc_id": ...}``).
 
-    ``max_concurrency`` caps the requests in flight per batched call (default: all Q at once).
+    Each batched call sends all Q requests at once; cap them at the client (`openai_compatible(max_concurrency=)`).
     """
     reading = config or MemAgentConfig()
 
@@ -127,17 +126,13 @@ def build_lockstep_graph(
         def sync(state: LockstepState, config: RunnableConfig) -> dict[str, Any]:
             options = call_options(reading, budget=budget)
             prompts = prompts_of(state)
-            completions = complete_batch_sync(
-                chat_model, prompts, options, tokenizer=tokenizer, config=config, max_concurrency=max_concurrency
-            )
+            completions = complete_batch_sync(chat_model, prompts, options, tokenizer=tokenizer, config=config)
             return after(state, completions, options.max_tokens)
 
         async def async_(state: LockstepState, config: RunnableConfig) -> dict[str, Any]:
             options = call_options(reading, budget=budget)
             prompts = await asyncio.to_thread(prompts_of, state)  # tokenizer work may be blocking I/O
-            completions = await complete_batch(
-                chat_model, prompts, options, tokenizer=tokenizer, config=config, max_concurrency=max_concurrency
-            )
+            completions = await complete_batch(chat_model, prompts, options, tokenizer=tokenizer, config=config)
             return await asyncio.to_thread(after, state, completions, options.max_tokens)
 
         return RunnableLambda(sync, afunc=async_, name=name)

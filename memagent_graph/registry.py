@@ -33,6 +33,7 @@ class DocumentRegistry:
         self._sources: dict[str, DocumentSource] = {}
         self._chunked: OrderedDict[tuple[str, str, int], ChunkedDocument] = OrderedDict()
         self._lock = threading.RLock()
+        self._chunking: dict[tuple[str, str, int], threading.Lock] = {}
         self._max_cached = max_cached
         self.allowed_root = Path(allowed_root).expanduser().resolve() if allowed_root is not None else None
         items = documents.items() if isinstance(documents, Mapping) else ((None, d) for d in documents or ())
@@ -90,16 +91,27 @@ class DocumentRegistry:
             return self._chunked.get((doc_id, tokenizer.name, chunk_tokens))
 
     def chunked(self, doc_id: str, tokenizer: Tokenizer, chunk_tokens: int) -> ChunkedDocument:
-        """The document cut into ``chunk_tokens``-token chunks by ``tokenizer`` (chunked once, then cached)."""
+        """The document cut into ``chunk_tokens``-token chunks by ``tokenizer`` (chunked once, then cached).
+
+        Chunking runs outside the registry lock (one lock per document), so other documents stay available.
+        """
         key = (doc_id, tokenizer.name, chunk_tokens)
         with self._lock:
             if (hit := self._chunked.get(key)) is not None:
                 self._chunked.move_to_end(key)
                 return hit
-            chunked = chunk_document(self.get(doc_id), tokenizer, chunk_tokens, doc_id=doc_id)
-            self._chunked[key] = chunked
-            while len(self._chunked) > self._max_cached:
-                self._chunked.popitem(last=False)
+            source = self.get(doc_id)
+            key_lock = self._chunking.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if (hit := self._chunked.get(key)) is not None:  # another thread chunked it meanwhile
+                    return hit
+            chunked = chunk_document(source, tokenizer, chunk_tokens, doc_id=doc_id)
+            with self._lock:
+                self._chunked[key] = chunked
+                self._chunking.pop(key, None)
+                while len(self._chunked) > self._max_cached:
+                    self._chunked.popitem(last=False)
             return chunked
 
     def __contains__(self, doc_id: object) -> bool:

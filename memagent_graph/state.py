@@ -8,6 +8,8 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
 
+from memagent_graph.errors import ConfigError
+
 
 class StepRecord(TypedDict):
     """What one model call did: written to state as the *last* step only (no history in state)."""
@@ -74,6 +76,15 @@ class RunSettings:
     answer_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("memory_tokens", "answer_tokens"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ConfigError(f"RunSettings.{name} must be a positive number of tokens, not {value}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ConfigError(f"RunSettings.temperature must be between 0 and 2, not {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ConfigError(f"RunSettings.top_p must be in (0, 1], not {self.top_p}")
 
     def value(self, name: str, default: float | int) -> float | int:
         """The override for ``name`` if set, else ``default`` (the config's value)."""

@@ -117,27 +117,38 @@ class VLLMServerTokenizer:
                 f"{self._client.base_url}{route} answered HTTP {response.status_code}; the server may not be vLLM "
                 "(pass --tokenizer with a local tokenizer folder instead)"
             )
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:
+            raise TokenizerError(f"{self._client.base_url}{route} did not answer JSON; pass --tokenizer") from None
 
     def encode(self, text: str) -> list[int]:
-        return list(self._post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"])
+        answer = self._post("/tokenize", {"prompt": text, "add_special_tokens": False})
+        if not isinstance(answer.get("tokens"), list):
+            raise TokenizerError(f"{self._client.base_url}/tokenize answered without vLLM's 'tokens'; pass --tokenizer")
+        return list(answer["tokens"])
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 
     def decode(self, ids: Sequence[int]) -> str:
-        return str(self._post("/detokenize", {"tokens": list(ids)})["prompt"])
+        answer = self._post("/detokenize", {"tokens": list(ids)})
+        if "prompt" not in answer:
+            raise TokenizerError(
+                f"{self._client.base_url}/detokenize answered without vLLM's 'prompt'; pass --tokenizer"
+            )
+        return str(answer["prompt"])
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
     def supported(self) -> bool:
-        """True when the server answers ``/tokenize`` for this model."""
+        """True when the server tokenizes for this model (non-empty ids that decode back to the text)."""
         try:
-            self.encode("ping")
+            ids = self.encode("ping")
+            return bool(ids) and self.decode(ids) == "ping"
         except TokenizerError:
             return False
-        return True
 
 
 # Words of up to 6 letters, up to 3 digits, single other characters, short whitespace runs: about as many pieces
@@ -148,17 +159,18 @@ _APPROX_PIECE = re.compile(r" ?[^\W\d_]{1,6}| ?\d{1,3}| ?[^\s\w]|\s{1,8}|.", re.
 class ApproximateTokenizer:
     """An offline stand-in used when no model tokenizer is given. Counts only *approximate* real tokens.
 
-    It round-trips exactly (ids index a per-instance table of pieces), so chunks still concatenate to the
-    document, but budgets are estimates of the real model's tokens. A warning says so once per process.
+    It round-trips exactly (ids index one process-wide table of pieces, so every instance agrees on ids),
+    so chunks still concatenate to the document, but budgets are estimates of the real model's tokens. A
+    warning says so once per process.
     """
 
     name = "approximate-v1"
     _warned = False
+    _ids: dict[str, int] = {}
+    _pieces: list[str] = []
+    _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._pieces: list[str] = []
-        self._lock = threading.Lock()
         if not ApproximateTokenizer._warned:
             ApproximateTokenizer._warned = True
             logger.warning(

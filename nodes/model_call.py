@@ -67,14 +67,11 @@ def complete_batch_sync(
     *,
     tokenizer: Tokenizer,
     config: RunnableConfig | None,
-    max_concurrency: int | None = None,
 ) -> list[Completion]:
     """`complete_sync` for several prompts in one ``batch`` call (an engine may run them as one batch)."""
     started = time.perf_counter()
     with _translated_errors(model):
-        messages = _bound(model, options).batch(
-            [[HumanMessage(p)] for p in prompts], _batch_config(config, max_concurrency)
-        )
+        messages = _bound(model, options).batch([[HumanMessage(p)] for p in prompts], config)
     latency = time.perf_counter() - started
     return [_measure(message, prompt, tokenizer, latency) for message, prompt in zip(messages, prompts, strict=True)]
 
@@ -86,14 +83,11 @@ async def complete_batch(
     *,
     tokenizer: Tokenizer,
     config: RunnableConfig | None,
-    max_concurrency: int | None = None,
 ) -> list[Completion]:
     """Async `complete_batch_sync`."""
     started = time.perf_counter()
     with _translated_errors(model):
-        messages = await _bound(model, options).abatch(
-            [[HumanMessage(p)] for p in prompts], _batch_config(config, max_concurrency)
-        )
+        messages = await _bound(model, options).abatch([[HumanMessage(p)] for p in prompts], config)
     latency = time.perf_counter() - started
     return await asyncio.to_thread(
         lambda: [_measure(m, prompt, tokenizer, latency) for m, prompt in zip(messages, prompts, strict=True)]
@@ -118,10 +112,6 @@ def add_usage(usage: Usage | None, completion: Completion) -> Usage:
         "prompt_tokens": usage["prompt_tokens"] + completion.prompt_tokens,
         "completion_tokens": usage["completion_tokens"] + completion.completion_tokens,
     }
-
-
-def _batch_config(config: RunnableConfig | None, max_concurrency: int | None) -> RunnableConfig:
-    return {**(config or {}), "max_concurrency": max_concurrency} if max_concurrency else dict(config or {})
 
 
 def _bound(model: BaseChatModel, options: CallOptions) -> Runnable:

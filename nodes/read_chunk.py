@@ -66,7 +66,7 @@ def _select(
     elif state.get("fingerprint") != doc.fingerprint:
         raise FingerprintMismatchError(
             "this thread was reading a different document or used other settings "
-            f"(fingerprint {state.get('fingerprint')} != {doc.fingerprint}); start a new thread (or --fresh)"
+            f"(fingerprint {state.get('fingerprint')} != {doc.fingerprint}); start a new thread"
         )
     cursor = update.get("cursor", state.get("cursor", 0))
     update["chunk"] = {"index": cursor, "tokens": len(doc.chunks[cursor]), "part": doc.parts[cursor]}

@@ -23,3 +23,12 @@ def test_build_names_every_invalid_field():
 
 def test_build_ignores_unset_options():
     assert MemAgentConfig.build(chunk_tokens=None, memory_tokens=100).chunk_tokens == 5000
+
+
+def test_run_settings_are_validated():
+    from memagent_graph import RunSettings
+
+    with pytest.raises(ConfigError, match="memory_tokens must be a positive"):
+        RunSettings(memory_tokens=0)
+    with pytest.raises(ConfigError, match="temperature"):
+        RunSettings(temperature=5)

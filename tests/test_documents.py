@@ -152,3 +152,17 @@ def test_registry_without_a_root_reads_only_registered_documents(tmp_path):
 
     with pytest.raises(DocumentNotFoundError, match="no document registered"):
         DocumentRegistry().get(str(tmp_path / "file.txt"))
+
+
+def test_a_file_holding_only_a_bom_is_empty(tmp_path, tokenizer):
+    path = tmp_path / "bom-only.txt"
+    path.write_bytes(b"\xef\xbb\xbf")
+    with pytest.raises(EmptyDocumentError):
+        chunk_document(FileDocument(path), tokenizer, 100)
+
+
+def test_byte_offsets_count_a_stripped_bom(tmp_path):
+    path = tmp_path / "bom-nul.txt"
+    path.write_bytes(b"\xef\xbb\xbfab\x00")
+    with pytest.raises(BinaryDocumentError, match="offset 5"):
+        _text_of(FileDocument(path))

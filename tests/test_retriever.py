@@ -142,3 +142,14 @@ def test_the_compressor_leaves_no_document_registered(agent):
 
     MemAgentCompressor(agent=agent).compress_documents([Document("The special magic city is rome-1.")], "city?")
     assert len(agent.documents) == 0
+
+
+async def test_concurrent_compressions_of_the_same_documents_do_not_collide(agent):
+    import asyncio
+
+    from langchain_core.documents import Document
+
+    documents = [Document("The special magic city is rome-1.")]
+    compressor = MemAgentCompressor(agent=agent)
+    results = await asyncio.gather(*(compressor.acompress_documents(documents, "city?") for _ in range(4)))
+    assert all(result[0].metadata["answer"] == "rome-1" for result in results)

@@ -71,3 +71,26 @@ def test_vllm_server_tokenizer_reports_a_server_without_tokenize():
         assert not remote.supported()
         with pytest.raises(TokenizerError, match="HTTP 404"):
             remote.encode("x")
+
+
+def test_approximate_tokenizers_agree_on_ids():
+    first, second = ApproximateTokenizer(), ApproximateTokenizer()
+    assert second.decode(first.encode("shared ids across instances")) == "shared ids across instances"
+
+
+def test_a_server_whose_tokenize_is_not_vllms_is_not_supported(tokenizer):
+    from memagent_graph.simulated_server import SimulatedOpenAIServer as Server
+
+    class OtherTokenize(Server):
+        def _handle(self, handler, method, body):
+            if handler.path == "/tokenize":
+                from memagent_graph.simulated_server import _send
+
+                return _send(handler, 200, {"ids": [1, 2]})
+            return super()._handle(handler, method, body)
+
+    with OtherTokenize(tokenizer=tokenizer) as server:
+        remote = VLLMServerTokenizer(server.base_url, server.model_name)
+        assert not remote.supported()
+        with pytest.raises(TokenizerError, match="without vLLM's 'tokens'"):
+            remote.encode("x")
