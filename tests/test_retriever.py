@@ -88,7 +88,8 @@ def test_the_memory_reaches_the_prompt_of_an_lcel_chain(agent, needle):
 
 def test_compressor_reads_retrieved_documents_into_evidence(agent, retrieved):
     [evidence] = MemAgentCompressor(agent=agent).compress_documents(retrieved, QUESTION)
-    doc_id = LangChainDocuments(retrieved).doc_id
+    doc_id = evidence.metadata["doc_id"]  # one id per call, so concurrent calls never collide
+    assert doc_id.startswith("lc-") and doc_id != LangChainDocuments(retrieved).doc_id
     _assert_memory_document(evidence, doc_id=doc_id, answer="mango-4242", fact=NEEDLE)
     assert evidence.metadata["num_documents"] == 5
     assert evidence.metadata["num_chunks"] >= 5  # no chunk crosses a document
