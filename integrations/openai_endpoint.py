@@ -1,7 +1,7 @@
 """Chat models for any OpenAI-compatible endpoint (vLLM, OpenAI, llama.cpp server, ...), built on langchain-openai.
 
-Retries live in one layer only: the OpenAI client's (exponential backoff with jitter, honours Retry-After).
-The graph adds none, so a failing call is tried at most ``max_retries + 1`` times.
+Retries live in one layer only, the graph's (`memagent_graph.nodes.retry`, set by ``MemAgentConfig.retries``):
+the client's own retries are off by default, so a failing call reaches the server at most ``max_attempts`` times.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def openai_compatible(
     api_key: str | None = None,
     *,
     tokenizer: Tokenizer | None = None,
-    max_retries: int = 2,
+    max_retries: int = 0,
     timeout: float = 300.0,
     max_concurrency: int | None = None,
     requests_per_second: float | None = None,
@@ -96,7 +96,8 @@ def openai_compatible(
 ) -> ChatOpenAI:
     """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
 
-    The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
+    The client does not retry (``max_retries=0``): the graph does, in one place. Raise ``max_retries`` only
+    for calls made outside a MemAgent graph. The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
     ``tokenizer`` so LangChain's token counting needs no tiktoken download. ``max_concurrency`` caps the
     requests in flight (per client, sync and async); ``requests_per_second`` paces them (LangChain's
     `InMemoryRateLimiter`). ``token_ids=True`` asks a vLLM server for token ids and logprobs and keeps them in

@@ -8,6 +8,18 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
 
 
+class RetrySettings(BaseModel):
+    """How model calls are retried: the graph's only retry layer (see `memagent_graph.nodes.retry`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(4, ge=1, description="Tries per model call, the first included.")
+    initial_backoff_s: float = Field(0.5, ge=0.0, description="Upper bound of the first jittered wait.")
+    max_backoff_s: float = Field(30.0, ge=0.0, description="Cap on any jittered wait.")
+    max_retry_after_s: float = Field(120.0, ge=0.0, description="Cap on a wait a server asks for (Retry-After).")
+    retry_empty: bool = Field(True, description="Retry an empty completion (after the last try it is kept).")
+
+
 class MemAgentConfig(BaseModel):
     """How a document is read: chunk and memory budgets in policy tokens, and sampling.
 
@@ -23,6 +35,7 @@ class MemAgentConfig(BaseModel):
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     prompts: PromptSet = Field(default_factory=PromptSet)
+    retries: RetrySettings = Field(default_factory=RetrySettings)
 
     @model_validator(mode="after")
     def _memory_fits_in_chunk(self) -> MemAgentConfig:

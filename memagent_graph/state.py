@@ -20,6 +20,7 @@ class StepRecord(TypedDict):
     completion_tokens: int
     latency_s: float
     finish_reason: str | None
+    retries: int
     memory_tokens: int
     truncated: bool
     empty: bool

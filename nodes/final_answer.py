@@ -55,6 +55,7 @@ def answer_step(num_chunks: int, completion: Completion, memory: str, tokenizer:
         "completion_tokens": completion.completion_tokens,
         "latency_s": completion.latency_s,
         "finish_reason": completion.finish_reason,
+        "retries": completion.attempts - 1,
         "memory_tokens": tokenizer.count(memory) if memory else 0,
         "truncated": False,
         "empty": not completion.text.strip(),

@@ -1,4 +1,4 @@
-"""One chat-model call with the run's token limit and sampling, timed and measured (sync and async)."""
+"""One chat-model call with the run's token limit and sampling, retried (`retry`), timed and measured."""
 
 from __future__ import annotations
 
@@ -14,8 +14,14 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
-from memagent_graph.config import MemAgentConfig
+from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.errors import translate_model_error
+from memagent_graph.nodes.retry import (
+    abatch_with_retries,
+    acall_with_retries,
+    batch_with_retries,
+    call_with_retries,
+)
 from memagent_graph.state import EMPTY_USAGE, RunSettings, Usage
 from memagent_graph.tokenization import Tokenizer
 
@@ -27,6 +33,7 @@ class CallOptions:
     max_tokens: int
     temperature: float
     top_p: float
+    retries: RetrySettings = RetrySettings()
 
 
 @dataclass(frozen=True)
@@ -38,26 +45,42 @@ class Completion:
     completion_tokens: int
     latency_s: float
     finish_reason: str | None
+    attempts: int = 1
+
+
+class _Attempts:
+    """Counts the tries of one call (the retry layer reports each retry)."""
+
+    def __init__(self) -> None:
+        self.count = 1
+
+    def retried(self, failed_attempt: int) -> None:
+        self.count = failed_attempt + 1
 
 
 def complete_sync(
     model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig | None
 ) -> Completion:
     """Send ``prompt`` as one user message; client errors become `ModelError`s with a clear message."""
-    started = time.perf_counter()
+    started, attempts, bound = time.perf_counter(), _Attempts(), _bound(model, options)
     with _translated_errors(model):
-        message = _bound(model, options).invoke([HumanMessage(prompt)], config)
-    return _measure(message, prompt, tokenizer, time.perf_counter() - started)
+        message = call_with_retries(
+            options.retries, lambda: bound.invoke([HumanMessage(prompt)], config), on_retry=attempts.retried
+        )
+    return _measure(message, prompt, tokenizer, time.perf_counter() - started, attempts.count)
 
 
 async def complete(
     model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig | None
 ) -> Completion:
     """Async `complete_sync`."""
-    started = time.perf_counter()
+    started, attempts, bound = time.perf_counter(), _Attempts(), _bound(model, options)
     with _translated_errors(model):
-        message = await _bound(model, options).ainvoke([HumanMessage(prompt)], config)
-    return await asyncio.to_thread(_measure, message, prompt, tokenizer, time.perf_counter() - started)
+        message = await acall_with_retries(
+            options.retries, lambda: bound.ainvoke([HumanMessage(prompt)], config), on_retry=attempts.retried
+        )
+    latency = time.perf_counter() - started
+    return await asyncio.to_thread(_measure, message, prompt, tokenizer, latency, attempts.count)
 
 
 def complete_batch_sync(
@@ -69,11 +92,16 @@ def complete_batch_sync(
     config: RunnableConfig | None,
 ) -> list[Completion]:
     """`complete_sync` for several prompts in one ``batch`` call (an engine may run them as one batch)."""
-    started = time.perf_counter()
+    started, bound = time.perf_counter(), _bound(model, options)
+    inputs = [[HumanMessage(p)] for p in prompts]
     with _translated_errors(model):
-        messages = _bound(model, options).batch([[HumanMessage(p)] for p in prompts], config)
+        messages, attempts = batch_with_retries(
+            options.retries,
+            lambda indices: bound.batch([inputs[i] for i in indices], config, return_exceptions=True),
+            len(prompts),
+        )
     latency = time.perf_counter() - started
-    return [_measure(message, prompt, tokenizer, latency) for message, prompt in zip(messages, prompts, strict=True)]
+    return _measure_all(messages, prompts, tokenizer, latency, attempts)
 
 
 async def complete_batch(
@@ -85,13 +113,16 @@ async def complete_batch(
     config: RunnableConfig | None,
 ) -> list[Completion]:
     """Async `complete_batch_sync`."""
-    started = time.perf_counter()
+    started, bound = time.perf_counter(), _bound(model, options)
+    inputs = [[HumanMessage(p)] for p in prompts]
     with _translated_errors(model):
-        messages = await _bound(model, options).abatch([[HumanMessage(p)] for p in prompts], config)
+        messages, attempts = await abatch_with_retries(
+            options.retries,
+            lambda indices: bound.abatch([inputs[i] for i in indices], config, return_exceptions=True),
+            len(prompts),
+        )
     latency = time.perf_counter() - started
-    return await asyncio.to_thread(
-        lambda: [_measure(m, prompt, tokenizer, latency) for m, prompt in zip(messages, prompts, strict=True)]
-    )
+    return await asyncio.to_thread(_measure_all, messages, prompts, tokenizer, latency, attempts)
 
 
 def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tokens", "answer_tokens"]) -> CallOptions:
@@ -101,6 +132,7 @@ def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tok
         max_tokens=int(settings.value(budget, getattr(memagent_config, budget))),
         temperature=settings.value("temperature", memagent_config.temperature),
         top_p=settings.value("top_p", memagent_config.top_p),
+        retries=memagent_config.retries,
     )
 
 
@@ -130,7 +162,16 @@ def _translated_errors(model: BaseChatModel) -> Iterator[None]:
         raise translated from exc
 
 
-def _measure(message: BaseMessage, prompt: str, tokenizer: Tokenizer, latency: float) -> Completion:
+def _measure_all(
+    messages: Sequence[BaseMessage], prompts: Sequence[str], tokenizer: Tokenizer, latency: float, attempts: list[int]
+) -> list[Completion]:
+    return [
+        _measure(message, prompt, tokenizer, latency, tries)
+        for message, prompt, tries in zip(messages, prompts, attempts, strict=True)
+    ]
+
+
+def _measure(message: BaseMessage, prompt: str, tokenizer: Tokenizer, latency: float, attempts: int) -> Completion:
     text = message.text
     usage = getattr(message, "usage_metadata", None) or {}
     return Completion(
@@ -139,4 +180,5 @@ def _measure(message: BaseMessage, prompt: str, tokenizer: Tokenizer, latency: f
         completion_tokens=int(usage.get("output_tokens") or (tokenizer.count(text) if text else 0)),
         latency_s=round(latency, 4),
         finish_reason=(message.response_metadata or {}).get("finish_reason"),
+        attempts=attempts,
     )

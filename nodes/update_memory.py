@@ -67,6 +67,7 @@ def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> 
         "completion_tokens": completion.completion_tokens,
         "latency_s": completion.latency_s,
         "finish_reason": completion.finish_reason,
+        "retries": completion.attempts - 1,
         "memory_tokens": memory.tokens,
         "truncated": memory.truncated,
         "empty": memory.empty,

@@ -13,6 +13,7 @@ from memagent_graph import (
     create_memagent,
     recursion_limit_for,
 )
+from memagent_graph.config import RetrySettings
 from memagent_graph.errors import FingerprintMismatchError
 from memagent_graph.testing import RuleMemoryModel
 
@@ -115,11 +116,21 @@ def test_memory_budget_is_enforced_and_flagged(tokenizer, needle):
     assert all(s["truncated"] and s["memory_tokens"] <= 120 for s in steps)
 
 
-def test_empty_completion_keeps_the_previous_memory(tokenizer, needle):
+def test_empty_completion_is_retried_and_the_retry_is_kept(tokenizer, needle):
     model = RuleMemoryModel(empty_replies_at=frozenset({2}))
-    graph, chunked = _graph(model, tokenizer, needle.text)
+    config = CONFIG.model_copy(update={"retries": RetrySettings(initial_backoff_s=0.0)})
+    graph, chunked = _graph(model, tokenizer, needle.text, config)
     memories = _memory_updates(graph, chunked, needle.question)
-    assert memories[2]["last_step"]["empty"] is True
+    assert (memories[2]["last_step"]["empty"], memories[2]["last_step"]["retries"]) == (False, 1)
+    assert needle.answer in memories[2]["memory"]
+
+
+def test_completion_empty_on_every_try_keeps_the_previous_memory(tokenizer, needle):
+    model = RuleMemoryModel(empty_replies_at=frozenset({2, 3}))
+    config = CONFIG.model_copy(update={"retries": RetrySettings(max_attempts=2, initial_backoff_s=0.0)})
+    graph, chunked = _graph(model, tokenizer, needle.text, config)
+    memories = _memory_updates(graph, chunked, needle.question)
+    assert (memories[2]["last_step"]["empty"], memories[2]["last_step"]["retries"]) == (True, 1)
     assert memories[2]["memory"] == memories[1]["memory"]
 
 

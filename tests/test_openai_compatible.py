@@ -3,6 +3,7 @@
 import pytest
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.config import RetrySettings
 from memagent_graph.errors import (
     ConfigError,
     EndpointUnreachableError,
@@ -67,11 +68,12 @@ def test_rejected_key_fails_fast_with_http_401(tokenizer):
 
 
 def test_server_errors_are_retried_in_one_layer_only(tokenizer):
+    config = CONFIG.model_copy(update={"retries": RetrySettings(max_attempts=3, initial_backoff_s=0.01)})
     with SimulatedOpenAIServer(status=500) as server:
-        model = openai_compatible(server.base_url, "m", tokenizer=tokenizer, max_retries=2)
+        model = openai_compatible(server.base_url, "m", tokenizer=tokenizer)
         with pytest.raises(ModelError, match="HTTP 500"):
-            _ask(model, tokenizer)
-        assert len(server.chat_requests()) == 3  # the client's 2 retries, none from the graph
+            MemAgent(model, config=config, tokenizer=tokenizer).invoke("q?", TextDocument("Some text."))
+        assert len(server.chat_requests()) == 3  # the graph's 3 tries, none from the client
 
 
 def test_unreachable_endpoint_is_a_clear_error(tokenizer):
