@@ -4,22 +4,49 @@ Routes ``/v1/models``, ``/v1/chat/completions``, ``/tokenize`` and ``/detokenize
 `RuleMemoryModel`, so answers are deterministic. ``delay_s`` is a fixed latency per completion and
 ``max_concurrency`` the number of completions served at once (others wait), like an engine with that many
 batch slots. Every request body is recorded; ``status`` forces an error status (401, 404, 500, ...).
+``faults`` injects transient faults into a seeded share of completions (`FaultPlan`); ``on_completion`` is
+called with each completion request's index before it is answered (tests kill clients there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import random
+import socket
+import struct
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage
 
 from memagent_graph.testing import RuleMemoryModel
 from memagent_graph.tokenization import Tokenizer
+
+Fault = Literal["429", "500", "502", "503", "hang", "reset", "truncated", "empty"]
+FAULTS: tuple[Fault, ...] = ("429", "500", "502", "503", "hang", "reset", "truncated", "empty")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which completions fail and how: each request draws from ``random.Random(seed)``; with probability ``rate``
+    it gets one of ``kinds`` (uniformly). A retried request draws again, so every fault is transient.
+
+    ``429`` carries ``Retry-After: retry_after_s``; ``hang`` answers only after ``hang_s`` (past the client's
+    timeout); ``reset`` closes the connection with a TCP reset; ``truncated`` sends half of the JSON body;
+    ``empty`` answers 200 with an empty completion.
+    """
+
+    rate: float = 0.2
+    kinds: tuple[Fault, ...] = FAULTS
+    seed: int = 0
+    retry_after_s: float = 0.05
+    hang_s: float = 2.0
 
 
 @dataclass
@@ -31,11 +58,15 @@ class SimulatedOpenAIServer:
     status: int = 200
     delay_s: float = 0.0
     max_concurrency: int | None = None
+    faults: FaultPlan | None = None
+    on_completion: Callable[[int], None] | None = None
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     max_in_flight: int = 0
+    injected: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._rules = RuleMemoryModel()
+        self._fault_rng = random.Random(self.faults.seed if self.faults else 0)
         self._in_flight = 0
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.max_concurrency) if self.max_concurrency else None
@@ -73,6 +104,8 @@ class SimulatedOpenAIServer:
     def _handle(self, handler: BaseHTTPRequestHandler, method: str, body: dict[str, Any]) -> None:
         path = handler.path
         self.requests.append((path, body))
+        if path == "/v1/chat/completions" and self.on_completion is not None:
+            self.on_completion(len(self.chat_requests()) - 1)
         if self.status != 200:
             return _send(
                 handler, self.status, {"error": {"message": f"forced status {self.status}", "code": self.status}}
@@ -82,6 +115,8 @@ class SimulatedOpenAIServer:
         if path == "/v1/chat/completions":
             if body.get("model") != self.model_name:
                 return _send(handler, 404, {"error": {"message": f"model {body.get('model')} does not exist"}})
+            if (fault := self._draw_fault()) is not None:
+                return self._inject(handler, fault, body)
             with self._slots or contextlib.nullcontext():
                 with self._lock:
                     self._in_flight += 1
@@ -98,6 +133,38 @@ class SimulatedOpenAIServer:
             return _send(handler, 200, {"prompt": self.tokenizer.decode(body["tokens"])})
         return _send(handler, 404, {"error": {"message": f"no route {path}"}})
 
+    def _draw_fault(self) -> Fault | None:
+        if self.faults is None:
+            return None
+        with self._lock:
+            if self._fault_rng.random() >= self.faults.rate:
+                return None
+            fault = self._fault_rng.choice(self.faults.kinds)
+            self.injected[fault] += 1
+        return fault
+
+    def _inject(self, handler: BaseHTTPRequestHandler, fault: Fault, body: dict[str, Any]) -> None:
+        assert self.faults is not None
+        if fault == "429":
+            headers = {"Retry-After": str(self.faults.retry_after_s)}
+            return _send(handler, 429, {"error": {"message": "rate limited", "code": 429}}, headers=headers)
+        if fault in ("500", "502", "503"):
+            return _send(handler, int(fault), {"error": {"message": f"injected {fault}", "code": int(fault)}})
+        if fault == "hang":
+            time.sleep(self.faults.hang_s)
+            return _send(handler, 503, {"error": {"message": "answered too late"}})
+        if fault == "reset":
+            # SO_LINGER 0: close() sends a TCP RST, as a crashed proxy or a dropped connection does
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            handler.close_connection = True
+            handler.connection.close()
+            return None
+        if fault == "truncated":
+            whole = json.dumps(_completion(self.model_name, "cut short")).encode()
+            return _send_bytes(handler, 200, whole[: len(whole) // 2])
+        text = ""  # "empty"
+        return _send(handler, 200, _completion(self.model_name, text))
+
 
 def _completion(model: str, text: str) -> dict[str, Any]:
     return {
@@ -110,10 +177,20 @@ def _completion(model: str, text: str) -> dict[str, Any]:
     }
 
 
-def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload).encode()
+def _send(
+    handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], *, headers: dict[str, str] | None = None
+) -> None:
+    _send_bytes(handler, status, json.dumps(payload).encode(), headers=headers)
+
+
+def _send_bytes(
+    handler: BaseHTTPRequestHandler, status: int, data: bytes, *, headers: dict[str, str] | None = None
+) -> None:
     handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that timed out has gone
+        handler.end_headers()
+        handler.wfile.write(data)
