@@ -97,11 +97,12 @@ def openai_compatible(
     """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
 
     The client does not retry (``max_retries=0``): the graph does, in one place. Raise ``max_retries`` only
-    for calls made outside a MemAgent graph. The graph's token limits are sent per call (``max_completion_tokens``); pass the served model's
-    ``tokenizer`` so LangChain's token counting needs no tiktoken download. ``max_concurrency`` caps the
-    requests in flight (per client, sync and async); ``requests_per_second`` paces them (LangChain's
-    `InMemoryRateLimiter`). ``token_ids=True`` asks a vLLM server for token ids and logprobs and keeps them in
-    each reply's ``response_metadata`` (``token_ids``, ``prompt_token_ids``, ``logprobs``).
+    for calls made outside a MemAgent graph. The graph's token limits are sent per call
+    (``max_completion_tokens``); pass the served model's ``tokenizer`` so LangChain's token counting needs
+    no tiktoken download. ``max_concurrency`` caps the requests in flight (per client, sync and async);
+    ``requests_per_second`` paces them (LangChain's `InMemoryRateLimiter`). ``token_ids=True`` asks a vLLM
+    server for token ids and logprobs and keeps them in each reply's ``response_metadata`` (``token_ids``,
+    ``prompt_token_ids``, ``logprobs``).
     """
     model = model or served_model(base_url, api_key=api_key)
     extra: dict[str, object] = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
