@@ -24,6 +24,7 @@ from memagent_graph.nodes.model_call import Completion, call_options, complete_b
 from memagent_graph.nodes.read_chunk import read_chunk
 from memagent_graph.nodes.update_memory import emit_progress, memory_step
 from memagent_graph.registry import DocumentRegistry
+from memagent_graph.sanitize import Sanitizer
 from memagent_graph.state import RunSettings, StepRecord, Usage
 from memagent_graph.tokenization import Tokenizer
 
@@ -80,9 +81,11 @@ def build_lockstep_graph(
     Each batched call sends all Q requests at once; cap them at the client (`openai_compatible(max_concurrency=)`).
     """
     reading = config or MemAgentConfig()
+    sanitizer = Sanitizer.for_reading(reading.prompts, tokenizer)
 
     def update_prompts(state: LockstepState) -> list[str]:
         section = documents.chunked(state["doc_id"], tokenizer, reading.chunk_tokens).chunk_text(state["cursor"])
+        section = sanitizer.clean(section).text
         return [
             reading.prompts.render_update(question=q, memory=m, section=section)
             for q, m in zip(state["questions"], state["memories"], strict=True)
@@ -90,7 +93,7 @@ def build_lockstep_graph(
 
     def after_update(state: LockstepState, completions: list[Completion], budget: int) -> dict[str, Any]:
         memories = [
-            enforce_memory_budget(c.text, previous=previous, tokenizer=tokenizer, budget=budget)
+            enforce_memory_budget(c.text, previous=previous, tokenizer=tokenizer, budget=budget, sanitizer=sanitizer)
             for c, previous in zip(completions, state["memories"], strict=True)
         ]
         emit_progress(state, memory_tokens=[m.tokens for m in memories], memory=[m.text for m in memories])

@@ -24,6 +24,7 @@ class StepRecord(TypedDict):
     memory_tokens: int
     truncated: bool
     empty: bool
+    sanitized: NotRequired[int]
     answer_source: NotRequired[Literal["boxed", "reply"]]
 
 

@@ -49,6 +49,11 @@ class HuggingFaceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._backend.encode(text, add_special_tokens=False).ids
 
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        """The tokenizer's special tokens (``<|im_start|>``, ...), which untrusted text must never spell."""
+        return tuple(t.content for t in self._backend.get_added_tokens_decoder().values() if t.special)
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [enc.ids for enc in self._backend.encode_batch(list(texts), add_special_tokens=False)]
 

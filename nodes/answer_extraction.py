@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from memagent_graph.sanitize import encodable
+
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
 
 
@@ -26,7 +28,9 @@ def last_boxed(text: str) -> str | None:
 
 
 def extract_answer(reply: str) -> tuple[str, Literal["boxed", "reply"]]:
-    """(answer, where it came from): the last boxed content, or the whole reply trimmed when nothing is boxed."""
+    """(answer, where it came from): the last boxed content, or the whole reply trimmed when nothing is boxed.
+    Lone surrogates (undecodable bytes) become U+FFFD, so the answer is always encodable."""
+    reply = encodable(reply)
     boxed = last_boxed(reply)
     if boxed is not None:
         return boxed, "boxed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memagent_graph.sanitize import Sanitizer
 from memagent_graph.tokenization import Tokenizer
 
 
@@ -15,18 +16,25 @@ class BudgetedMemory:
     tokens: int
     truncated: bool
     empty: bool
+    sanitized: int = 0
 
 
-def enforce_memory_budget(reply: str, *, previous: str, tokenizer: Tokenizer, budget: int) -> BudgetedMemory:
-    """Turn a model reply into the next memory: strip reasoning before ``</think>``, cut to ``budget`` tokens.
+def enforce_memory_budget(
+    reply: str, *, previous: str, tokenizer: Tokenizer, budget: int, sanitizer: Sanitizer | None = None
+) -> BudgetedMemory:
+    """Turn a model reply into the next memory: strip reasoning before ``</think>``, defang control tokens
+    (``sanitizer``), cut to ``budget`` tokens.
 
     An empty reply keeps ``previous`` (flagged ``empty``) so one bad call never erases what was read.
     """
     text = reply.rsplit("</think>", 1)[-1].strip()
+    cleaned = (sanitizer or Sanitizer()).clean(text)
+    text, sanitized = cleaned.text, cleaned.changes
     if not text:
-        return BudgetedMemory(previous, tokenizer.count(previous) if previous else 0, truncated=False, empty=True)
+        tokens = tokenizer.count(previous) if previous else 0
+        return BudgetedMemory(previous, tokens, truncated=False, empty=True, sanitized=sanitized)
     ids = tokenizer.encode(text)
     if len(ids) <= budget:
-        return BudgetedMemory(text, len(ids), truncated=False, empty=False)
+        return BudgetedMemory(text, len(ids), truncated=False, empty=False, sanitized=sanitized)
     cut = tokenizer.decode(ids[:budget]).rstrip("\ufffd")
-    return BudgetedMemory(cut, tokenizer.count(cut), truncated=True, empty=False)
+    return BudgetedMemory(cut, tokenizer.count(cut), truncated=True, empty=False, sanitized=sanitized)

@@ -22,6 +22,7 @@ from memagent_graph.nodes.retry import (
     batch_with_retries,
     call_with_retries,
 )
+from memagent_graph.sanitize import encodable
 from memagent_graph.state import EMPTY_USAGE, RunSettings, Usage
 from memagent_graph.tokenization import Tokenizer
 
@@ -172,12 +173,12 @@ def _measure_all(
 
 
 def _measure(message: BaseMessage, prompt: str, tokenizer: Tokenizer, latency: float, attempts: int) -> Completion:
-    text = message.text
+    text = message.text  # kept as sent: the memory's sanitizer replaces (and counts) invalid characters
     usage = getattr(message, "usage_metadata", None) or {}
     return Completion(
         text=text,
         prompt_tokens=int(usage.get("input_tokens") or tokenizer.count(prompt)),
-        completion_tokens=int(usage.get("output_tokens") or (tokenizer.count(text) if text else 0)),
+        completion_tokens=int(usage.get("output_tokens") or (tokenizer.count(encodable(text)) if text else 0)),
         latency_s=round(latency, 4),
         finish_reason=(message.response_metadata or {}).get("finish_reason"),
         attempts=attempts,

@@ -15,6 +15,7 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
 from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
 from memagent_graph.registry import DocumentRegistry
+from memagent_graph.sanitize import Sanitizer
 from memagent_graph.state import PROGRESS_EVENT, MemAgentState, StepRecord
 from memagent_graph.tokenization import Tokenizer
 
@@ -24,18 +25,20 @@ def update_memory(
 ) -> RunnableLambda:
     """Build the node that rewrites the memory from chunk ``cursor`` and advances the cursor."""
     config_ = memagent_config
+    sanitizer = Sanitizer.for_reading(config_.prompts, tokenizer)
 
     def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
         doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
+        section = sanitizer.clean(doc.chunk_text(state["cursor"])).text
         prompt = config_.prompts.render_update(
-            question=state["question"], memory=state.get("memory", ""), section=doc.chunk_text(state["cursor"])
+            question=state["question"], memory=state.get("memory", ""), section=section
         )
         return prompt, call_options(config_, budget="memory_tokens")
 
     def finish(state: MemAgentState, completion: Completion, options: CallOptions) -> dict[str, Any]:
         cursor, previous = state["cursor"], state.get("memory", "")
         memory = enforce_memory_budget(
-            completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens
+            completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens, sanitizer=sanitizer
         )
         emit_progress(state, memory_tokens=memory.tokens, memory=memory.text)
         return {
@@ -71,6 +74,7 @@ def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> 
         "memory_tokens": memory.tokens,
         "truncated": memory.truncated,
         "empty": memory.empty,
+        "sanitized": memory.sanitized,
     }
 
 
