@@ -4,7 +4,12 @@ streams progress, resumes an unfinished checkpointed thread, and returns a `MemA
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
+import hashlib
+import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -20,11 +25,11 @@ from langgraph.types import StateSnapshot
 from memagent_graph.chunking import ChunkedDocument
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents import DocumentSource
-from memagent_graph.errors import ConfigError, EmptyQuestionError
+from memagent_graph.errors import ConfigError, EmptyQuestionError, FingerprintMismatchError, ReadStopped
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.lockstep import build_lockstep_graph
 from memagent_graph.registry import DocumentRegistry
-from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, Usage
+from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, UnfinishedRead, Usage
 from memagent_graph.tokenization import ApproximateTokenizer, Tokenizer
 
 Document = DocumentSource | str
@@ -86,17 +91,64 @@ class MemAgent:
             options["durability"] = "sync"  # survives a hard kill after any completed chunk
         return run_config, options
 
-    @staticmethod
-    def _input(graph_input: dict[str, Any], snapshot: StateSnapshot | None, config: RunnableConfig) -> Any:
-        """``None`` (continue) when the thread has an unfinished run of the same read, else ``graph_input``."""
-        if snapshot is not None and snapshot.next:
-            if any(snapshot.values.get(key) != value for key, value in graph_input.items()):
-                raise ConfigError(
-                    f"thread {config['configurable']['thread_id']!r} has an unfinished run for another question "
-                    "or document; use a new thread id"
-                )
+    def settings_key(self, settings: RunSettings | None = None) -> str:
+        """A digest of everything besides the document and question that shapes a read's result: budgets,
+        sampling, prompts, the model (a resumed read must continue with the same ones)."""
+        described = {
+            "config": self.config.model_dump(mode="json", exclude={"retries", "chunk_tokens"}),
+            "settings": dataclasses.asdict(settings or RunSettings()),
+            "models": [_describe_model(m) for m in (self._model, self._answer_model) if m is not None],
+        }
+        return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+    def unfinished(self, thread_id: str) -> UnfinishedRead | None:
+        """The thread's saved, unfinished read (needs a checkpointer), or None."""
+        if self.checkpointer is None:
             return None
-        return graph_input
+        snapshot = self.graph.get_state({"configurable": {"thread_id": thread_id}})
+        values = snapshot.values
+        if not _is_unfinished(snapshot):
+            return None
+        return UnfinishedRead(
+            thread_id=thread_id,
+            question=values["question"],
+            fingerprint=values.get("fingerprint", ""),
+            settings_key=values.get("settings_key", ""),
+            chunks_done=values["cursor"],
+            num_chunks=values["num_chunks"],
+        )
+
+    @staticmethod
+    def _input(
+        graph_input: dict[str, Any], snapshot: StateSnapshot | None, config: RunnableConfig, chunked: ChunkedDocument
+    ) -> Any:
+        """``None`` (continue) when the thread has an unfinished run of the same read, else ``graph_input``.
+
+        Resuming onto another document (by content fingerprint), question or settings is refused.
+        """
+        if snapshot is None or not _is_unfinished(snapshot):
+            return graph_input
+        saved = snapshot.values
+        question_key = "question" if "question" in graph_input else "questions"
+        differs = [
+            what
+            for what, now, before in (
+                ("document", chunked.fingerprint, saved.get("fingerprint", chunked.fingerprint)),
+                ("question", graph_input[question_key], saved.get(question_key)),
+                ("settings", graph_input["settings_key"], saved.get("settings_key")),
+            )
+            if now != before
+        ]
+        if differs:
+            raise FingerprintMismatchError(
+                f"thread {config['configurable']['thread_id']!r} holds an unfinished read of a different "
+                f"{' and '.join(differs)} (chunk {saved.get('cursor', 0)}/{saved.get('num_chunks', '?')}); "
+                "resume it with the same document, question and settings, or start over "
+                "(API: a new thread_id; CLI: --fresh or another --checkpoint-db)"
+            )
+        # pending tasks (a crash mid-step) continue from the checkpoint; a read stopped between steps has none,
+        # and starting from its saved state continues at its cursor (read_chunk only resets a finished read)
+        return None if snapshot.next else graph_input
 
     def stream(
         self,
@@ -106,18 +158,26 @@ class MemAgent:
         thread_id: str | None = None,
         settings: RunSettings | None = None,
         config: RunnableConfig | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ProgressEvent | MemAgentResult]:
-        """Yield progress events (dicts with ``type == "memagent.progress"``), then the `MemAgentResult`."""
+        """Yield progress events (dicts with ``type == "memagent.progress"``), then the `MemAgentResult`.
+
+        When ``stop`` is set, the read stops once the current chunk is done (and saved, with a checkpointer)
+        and raises `ReadStopped`; the same call on the same thread resumes it.
+        """
         _check_questions([question])
         started = time.perf_counter()
         chunked = self.chunk(document)
         run_config, options = self._prepare(chunked, thread_id, config)
         snapshot = self.graph.get_state(run_config) if self.checkpointer is not None else None
-        graph_input = self._input({"question": question, "doc_id": chunked.doc_id}, snapshot, run_config)
+        graph_input = self._input(self._read_input(question, chunked, settings), snapshot, run_config, chunked)
         run = _RunRecord()
-        for mode, data in self.graph.stream(graph_input, run_config, context=settings or RunSettings(), **options):
-            if (event := run.feed(mode, data)) is not None:
-                yield event
+        stream = self.graph.stream(graph_input, run_config, context=settings or RunSettings(), **options)
+        with contextlib.closing(stream):
+            for mode, data in stream:
+                if (event := run.feed(mode, data)) is not None:
+                    yield event
+                run.stop_if_asked(stop, mode, data, run_config)
         yield run.result(chunked.num_chunks, run_config, started)
 
     async def astream(
@@ -128,6 +188,7 @@ class MemAgent:
         thread_id: str | None = None,
         settings: RunSettings | None = None,
         config: RunnableConfig | None = None,
+        stop: threading.Event | None = None,
     ) -> AsyncIterator[ProgressEvent | MemAgentResult]:
         """Async `stream` (needs an async checkpointer, e.g. ``AsyncSqliteSaver``, if any)."""
         _check_questions([question])
@@ -135,14 +196,18 @@ class MemAgent:
         chunked = await asyncio.to_thread(self.chunk, document)
         run_config, options = self._prepare(chunked, thread_id, config)
         snapshot = await self.graph.aget_state(run_config) if self.checkpointer is not None else None
-        graph_input = self._input({"question": question, "doc_id": chunked.doc_id}, snapshot, run_config)
+        graph_input = self._input(self._read_input(question, chunked, settings), snapshot, run_config, chunked)
         run = _RunRecord()
-        async for mode, data in self.graph.astream(
-            graph_input, run_config, context=settings or RunSettings(), **options
-        ):
-            if (event := run.feed(mode, data)) is not None:
-                yield event
+        stream = self.graph.astream(graph_input, run_config, context=settings or RunSettings(), **options)
+        async with contextlib.aclosing(stream):
+            async for mode, data in stream:
+                if (event := run.feed(mode, data)) is not None:
+                    yield event
+                run.stop_if_asked(stop, mode, data, run_config)
         yield run.result(chunked.num_chunks, run_config, started)
+
+    def _read_input(self, question: str, chunked: ChunkedDocument, settings: RunSettings | None) -> dict[str, Any]:
+        return {"question": question, "doc_id": chunked.doc_id, "settings_key": self.settings_key(settings)}
 
     def invoke(self, question: str, document: Document, **options: Any) -> MemAgentResult:
         """Read ``document`` and answer ``question`` (options as in `stream`)."""
@@ -234,11 +299,26 @@ class MemAgent:
         run_config, options = self._prepare(chunked, thread_id, config)
         graph = self.lockstep_graph
         snapshot = graph.get_state(run_config) if self.checkpointer is not None else None
-        graph_input = self._input({"questions": list(questions), "doc_id": chunked.doc_id}, snapshot, run_config)
+        graph_input = self._input(
+            {"questions": list(questions), "doc_id": chunked.doc_id, "settings_key": self.settings_key(settings)},
+            snapshot,
+            run_config,
+            chunked,
+        )
         run = _RunRecord()
         for mode, data in graph.stream(graph_input, run_config, context=settings or RunSettings(), **options):
             run.feed(mode, data)
         return run.results(len(questions), chunked.num_chunks, run_config, started)
+
+
+def _is_unfinished(snapshot: StateSnapshot) -> bool:
+    values = snapshot.values
+    return bool(snapshot.next) or ("cursor" in values and not values.get("finished"))
+
+
+def _describe_model(model: BaseChatModel) -> dict[str, Any]:
+    """What identifies a chat model for resuming: its type and, when it has one, its model name."""
+    return {"type": model._llm_type, "name": getattr(model, "model_name", None) or getattr(model, "model", None)}
 
 
 def _check_questions(questions: Sequence[str]) -> None:
@@ -261,6 +341,15 @@ class _RunRecord:
         self.values: dict[str, Any] = {}
         self.steps: list[StepRecord] = []
         self.step_lists: list[list[StepRecord]] = []
+
+    def stop_if_asked(self, stop: threading.Event | None, mode: str, data: Any, config: RunnableConfig) -> None:
+        """Raise `ReadStopped` at the first safe point after ``stop`` is set: when the next chunk is selected,
+        the previous chunk's memory is already saved (the checkpoint of its superstep is written first)."""
+        if stop is not None and stop.is_set() and mode == "updates" and "read_chunk" in data:
+            chunk = self.values.get("chunk") or self.values.get("cursor", 0)
+            done = chunk["index"] if isinstance(chunk, dict) else chunk
+            total = self.values.get("num_chunks", 0)
+            raise ReadStopped(config["configurable"]["thread_id"], chunks_done=done, num_chunks=total)
 
     def feed(self, mode: str, data: Any) -> ProgressEvent | None:
         if mode == "custom":

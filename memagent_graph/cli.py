@@ -6,15 +6,17 @@ Errors are one line on stderr and a non-zero exit (``--debug`` shows the traceba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memagent_graph.documents import DocumentSource, FileDocument, TextDocument
-from memagent_graph.errors import DocumentEncodingError, EmptyQuestionError, MemAgentError
+from memagent_graph.errors import ConfigError, DocumentEncodingError, EmptyQuestionError, MemAgentError, ReadStopped
 
 if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inputs are known to be good
     from memagent_graph.agent import MemAgent
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+CLI_THREAD = "memagent-ask"  # one read per checkpoint file: the file is what a user names to resume
 
 log = logging.getLogger("memagent")
 
@@ -38,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     _model_options(ask)
     ask.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     ask.add_argument("--quiet", action="store_true", help="no progress bar")
+    ask.add_argument(
+        "--checkpoint-db",
+        metavar="FILE",
+        help="save progress after every chunk in this SQLite file; the same command resumes an unfinished read",
+    )
+    ask.add_argument("--fresh", action="store_true", help="with --checkpoint-db: discard a saved read, start over")
 
     demo = commands.add_parser("demo", help="a needle-in-a-haystack run on the embedded engine")
     demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
@@ -95,7 +104,7 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     return MemAgentConfig.build(**settings)
 
 
-def _agent(args: argparse.Namespace, config: MemAgentConfig) -> MemAgent:
+def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: Any = None) -> MemAgent:
     """The model named by the options/environment, else the embedded engine; says which on stderr."""
     from memagent_graph.agent import MemAgent
     from memagent_graph.integrations.model_choice import choose_model
@@ -108,7 +117,7 @@ def _agent(args: argparse.Namespace, config: MemAgentConfig) -> MemAgent:
         adapter_path=args.adapter,
     )
     log.info("model: %s", choice.description)
-    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer)
+    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer, checkpointer=checkpointer)
 
 
 def _document(path: str) -> DocumentSource:
@@ -128,6 +137,8 @@ def _run(
     *,
     show: bool,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    thread_id: str | None = None,
+    stop: threading.Event | None = None,
 ) -> MemAgentResult:
     """Stream a read with a progress bar on stderr; returns the `MemAgentResult`."""
     from memagent_graph.progress import ProgressBar
@@ -135,7 +146,7 @@ def _run(
     chunked = agent.chunk(document)
     result = None
     with ProgressBar(total=chunked.num_chunks, tokens=chunked.num_tokens, enabled=show) as bar:
-        for item in agent.stream(question, document):
+        for item in agent.stream(question, document, thread_id=thread_id, stop=stop):
             if isinstance(item, dict):
                 bar.advance(item)
                 if on_event:
@@ -150,12 +161,76 @@ def _ask(args: argparse.Namespace) -> int:
         raise EmptyQuestionError("the question is empty; ask something about the document")
     document = _document(args.document)
     config = _config(args)
-    result = _run(_agent(args, config), args.question, document, show=not args.quiet)
+    if args.fresh and not args.checkpoint_db:
+        raise ConfigError("--fresh only applies with --checkpoint-db FILE")
+    with contextlib.ExitStack() as stack:
+        saver = None
+        if args.checkpoint_db:
+            from memagent_graph.checkpoints import open_checkpoint_db
+
+            saver = stack.enter_context(open_checkpoint_db(args.checkpoint_db))
+        agent = _agent(args, config, checkpointer=saver)
+        if saver is not None:
+            _prepare_resume(agent, args, document)
+        with _graceful_stop() as stop:
+            try:
+                result = _run(agent, args.question, document, show=not args.quiet, thread_id=CLI_THREAD, stop=stop)
+            except ReadStopped as stopped:
+                how = (
+                    "run the same command again to resume"
+                    if saver is not None
+                    else "nothing was saved: add --checkpoint-db FILE to make a read resumable"
+                )
+                print(
+                    f"memagent: stopped after chunk {stopped.chunks_done}/{stopped.num_chunks}; {how}", file=sys.stderr
+                )
+                return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result.to_json_dict(), ensure_ascii=False))
     else:
         print(result.answer)
     return 0
+
+
+def _prepare_resume(agent: MemAgent, args: argparse.Namespace, document: DocumentSource) -> None:
+    """With --fresh, drop the saved read; otherwise say when a saved read will be resumed (a saved read of
+    another document, question or settings is refused when the read starts)."""
+    if args.fresh:
+        agent.checkpointer.delete_thread(CLI_THREAD)
+        log.info("discarded the saved read in %s; starting over", args.checkpoint_db)
+        return
+    pending = agent.unfinished(CLI_THREAD)
+    same = pending is not None and (pending.fingerprint, pending.question, pending.settings_key) == (
+        agent.chunk(document).fingerprint,
+        args.question,
+        agent.settings_key(),
+    )
+    if same:
+        log.info(
+            "resuming from chunk %d/%d (saved in %s; --fresh starts over)",
+            pending.chunks_done + 1,
+            pending.num_chunks,
+            args.checkpoint_db,
+        )
+
+
+@contextlib.contextmanager
+def _graceful_stop() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM set an event (the read stops after the current chunk); a second Ctrl-C stops at once."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+        print("memagent: stopping after the current chunk (Ctrl-C again stops at once)", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _demo(args: argparse.Namespace) -> int:

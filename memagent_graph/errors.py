@@ -59,6 +59,14 @@ class FingerprintMismatchError(DocumentError):
     """A checkpointed run is being resumed with a different document or settings."""
 
 
+class ReadStopped(MemAgentError):
+    """A read stopped on request (``stop`` event, SIGTERM or Ctrl-C in the CLI) after a completed chunk."""
+
+    def __init__(self, thread_id: str, *, chunks_done: int, num_chunks: int) -> None:
+        super().__init__(f"stopped after chunk {chunks_done}/{num_chunks} of thread {thread_id!r}")
+        self.thread_id, self.chunks_done, self.num_chunks = thread_id, chunks_done, num_chunks
+
+
 class EmptyQuestionError(MemAgentError, ValueError):
     """The question is empty."""
 

@@ -8,7 +8,7 @@ state holds Q memories (a fixed-size list, never growing per step) instead of on
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -34,6 +34,7 @@ class LockstepInput(TypedDict):
 
     questions: list[str]
     doc_id: str
+    settings_key: NotRequired[str]
 
 
 class LockstepState(LockstepInput, total=False):

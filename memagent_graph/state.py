@@ -37,10 +37,12 @@ class Usage(TypedDict):
 
 
 class InputState(TypedDict):
-    """What a caller passes in: the question and the id of a registered document."""
+    """What a caller passes in: the question, the id of a registered document, and (from `MemAgent`) a digest
+    of the settings, so that a checkpointed read is only resumed with the settings it started with."""
 
     question: str
     doc_id: str
+    settings_key: NotRequired[str]
 
 
 class OutputState(TypedDict):
@@ -92,6 +94,18 @@ class RunSettings:
         """The override for ``name`` if set, else ``default`` (the config's value)."""
         override = getattr(self, name)
         return default if override is None else override
+
+
+@dataclass(frozen=True)
+class UnfinishedRead:
+    """A checkpointed read that stopped before its answer (`MemAgent.unfinished`)."""
+
+    thread_id: str
+    question: str
+    fingerprint: str
+    settings_key: str
+    chunks_done: int
+    num_chunks: int
 
 
 class MemAgentResult(BaseModel):

@@ -49,6 +49,10 @@ class HuggingFaceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._backend.encode(text, add_special_tokens=False).ids
 
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the tokenizer as one ``tokenizer.json`` file (what ``--tokenizer`` accepts)."""
+        self._backend.save(str(path))
+
     @property
     def special_tokens(self) -> tuple[str, ...]:
         """The tokenizer's special tokens (``<|im_start|>``, ...), which untrusted text must never spell."""

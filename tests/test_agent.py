@@ -7,7 +7,7 @@ from langchain_core.documents import Document
 from langgraph.checkpoint.memory import InMemorySaver
 
 from memagent_graph import LangChainDocuments, MemAgent, MemAgentConfig, MemAgentResult, TextDocument
-from memagent_graph.errors import ConfigError, EmptyQuestionError, ModelError
+from memagent_graph.errors import EmptyQuestionError, FingerprintMismatchError, ModelError
 from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
@@ -152,7 +152,7 @@ def test_resuming_a_thread_with_another_question_is_refused(tokenizer, needle):
     agent = MemAgent(FailAt(fail_at=2), config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
     with pytest.raises(ModelError):
         agent.invoke(needle.question, TextDocument(needle.text), thread_id="job")
-    with pytest.raises(ConfigError, match="unfinished run for another question"):
+    with pytest.raises(FingerprintMismatchError, match="unfinished read of a different question"):
         agent.invoke("Another question?", TextDocument(needle.text), thread_id="job")
 
 
