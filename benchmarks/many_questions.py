@@ -44,11 +44,14 @@ def main() -> None:
         agent = MemAgent(model, config=config, tokenizer=tokenizer)
         chunks = agent.chunk(document).num_chunks
         for count in (int(c) for c in args.counts.split(",")):
-            questions = [f"{task.question} (variant {i})" for i in range(count)]
+            # each mode asks its own variants, so no mode finds another's prompts in vLLM's prefix cache
+            def asked(mode: str, n: int = count) -> list[str]:
+                return [f"{task.question} ({mode} {i})" for i in range(n)]
+
             timings = {
-                "sequential": _timed(lambda qs=questions: [agent.invoke(q, document) for q in qs]),
-                "threads": _timed(lambda qs=questions: agent.batch(qs, document, max_concurrency=len(qs))),
-                "lockstep": _timed(lambda qs=questions: agent.ask_many(qs, document)),
+                "sequential": _timed(lambda: [agent.invoke(q, document) for q in asked("sequential")]),
+                "threads": _timed(lambda n=count: agent.batch(asked("threads"), document, max_concurrency=n)),
+                "lockstep": _timed(lambda: agent.ask_many(asked("lockstep"), document)),
             }
             calls = count * (chunks + 1)
             rows.append(

@@ -98,7 +98,9 @@ def complete_batch_sync(
     with _translated_errors(model):
         messages, attempts = batch_with_retries(
             options.retries,
-            lambda indices: bound.batch([inputs[i] for i in indices], config, return_exceptions=True),
+            lambda indices: bound.batch(
+                [inputs[i] for i in indices], _all_at_once(config, len(indices)), return_exceptions=True
+            ),
             len(prompts),
         )
     latency = time.perf_counter() - started
@@ -119,11 +121,19 @@ async def complete_batch(
     with _translated_errors(model):
         messages, attempts = await abatch_with_retries(
             options.retries,
-            lambda indices: bound.abatch([inputs[i] for i in indices], config, return_exceptions=True),
+            lambda indices: bound.abatch(
+                [inputs[i] for i in indices], _all_at_once(config, len(indices)), return_exceptions=True
+            ),
             len(prompts),
         )
     latency = time.perf_counter() - started
     return await asyncio.to_thread(_measure_all, messages, prompts, tokenizer, latency, attempts)
+
+
+def _all_at_once(config: RunnableConfig | None, size: int) -> RunnableConfig:
+    """Send a batch's prompts together (LangChain's default pool is cpu_count + 4 threads); a cap, if any,
+    belongs to the client (`openai_compatible(max_concurrency=)`)."""
+    return {**(config or {}), "max_concurrency": size}
 
 
 def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tokens", "answer_tokens"]) -> CallOptions:
