@@ -25,7 +25,13 @@ from langgraph.types import StateSnapshot
 from memagent_graph.chunking import ChunkedDocument
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents import DocumentSource
-from memagent_graph.errors import ConfigError, EmptyQuestionError, FingerprintMismatchError, ReadStopped
+from memagent_graph.errors import (
+    ConfigError,
+    EmptyQuestionError,
+    FingerprintMismatchError,
+    QuestionTooLongError,
+    ReadStopped,
+)
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.lockstep import build_lockstep_graph
 from memagent_graph.registry import DocumentRegistry
@@ -90,6 +96,27 @@ class MemAgent:
         if self.checkpointer is not None:
             options["durability"] = "sync"  # survives a hard kill after any completed chunk
         return run_config, options
+
+    @functools.cached_property
+    def _template_tokens(self) -> int:
+        prompts = self.config.prompts
+        return self.tokenizer.count(prompts.render_update(question="", memory="", section=""))
+
+    def _check_budget(self, questions: Sequence[str]) -> None:
+        """Refuse questions and templates that leave no room for the document in a chunk-sized prompt."""
+        _check_questions(questions)
+        chunk = self.config.chunk_tokens
+        if self._template_tokens >= chunk:
+            raise ConfigError(
+                f"the update prompt template alone is {self._template_tokens} tokens, not less than chunk_tokens "
+                f"({chunk}); raise --chunk-tokens (MemAgent reads 5000-token chunks) or shorten the template"
+            )
+        longest = max(self.tokenizer.count(q) for q in questions)
+        if longest > chunk:
+            raise QuestionTooLongError(
+                f"the question is {longest} tokens, longer than a whole chunk ({chunk} tokens); "
+                "shorten the question or raise --chunk-tokens"
+            )
 
     def settings_key(self, settings: RunSettings | None = None) -> str:
         """A digest of everything besides the document and question that shapes a read's result: budgets,
@@ -165,7 +192,7 @@ class MemAgent:
         When ``stop`` is set, the read stops once the current chunk is done (and saved, with a checkpointer)
         and raises `ReadStopped`; the same call on the same thread resumes it.
         """
-        _check_questions([question])
+        self._check_budget([question])
         started = time.perf_counter()
         chunked = self.chunk(document)
         run_config, options = self._prepare(chunked, thread_id, config)
@@ -191,7 +218,7 @@ class MemAgent:
         stop: threading.Event | None = None,
     ) -> AsyncIterator[ProgressEvent | MemAgentResult]:
         """Async `stream` (needs an async checkpointer, e.g. ``AsyncSqliteSaver``, if any)."""
-        _check_questions([question])
+        await asyncio.to_thread(self._check_budget, [question])  # tokenizer work may be blocking I/O
         started = time.perf_counter()
         chunked = await asyncio.to_thread(self.chunk, document)
         run_config, options = self._prepare(chunked, thread_id, config)
@@ -293,7 +320,7 @@ class MemAgent:
     ) -> list[MemAgentResult]:
         """Answer all ``questions`` in lockstep: each chunk is read once and all memories are updated by one
         batched model call per chunk. One result per question, in order."""
-        _check_questions(questions)
+        self._check_budget(questions)
         started = time.perf_counter()
         chunked = self.chunk(document)
         run_config, options = self._prepare(chunked, thread_id, config)

@@ -59,6 +59,10 @@ class FingerprintMismatchError(DocumentError):
     """A checkpointed run is being resumed with a different document or settings."""
 
 
+class QuestionTooLongError(ConfigError):
+    """The question alone is longer than a chunk: no room would be left to read the document."""
+
+
 class ReadStopped(MemAgentError):
     """A read stopped on request (``stop`` event, SIGTERM or Ctrl-C in the CLI) after a completed chunk."""
 
