@@ -28,6 +28,7 @@ def choose_model(
     api_key: str | None = None,
     tokenizer: str | None = None,
     adapter_path: str | None = None,
+    timeout: float | None = None,
 ) -> ModelChoice:
     """Arguments first, then ``MEMAGENT_*`` / ``OPENAI_*`` variables (``MEMAGENT_TOKENIZER`` for the tokenizer).
 
@@ -43,7 +44,8 @@ def choose_model(
         local = embedded_chat_model(adapter_path=adapter_path)
         adapter = f" + adapter {adapter_path}" if adapter_path else ""
         return ModelChoice(local, counted or local.tokenizer(), f"embedded SmolLM2-135M-Instruct on CPU{adapter}")
-    chat = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=counted)
+    options = {"timeout": timeout} if timeout is not None else {}
+    chat = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=counted, **options)
     description = f"{chat.model_name} at {endpoint.base_url} (OpenAI-compatible)"
     if counted is None:
         served = VLLMServerTokenizer(endpoint.base_url, chat.model_name, api_key=endpoint.api_key)

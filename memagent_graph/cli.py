@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
         help="save progress after every chunk in this SQLite file; the same command resumes an unfinished read",
     )
     ask.add_argument("--fresh", action="store_true", help="with --checkpoint-db: discard a saved read, start over")
+    reliability = ask.add_argument_group("reliability")
+    reliability.add_argument("--timeout", type=float, help="seconds to wait for one model reply (default 300)")
+    reliability.add_argument(
+        "--max-attempts", type=int, help="tries per model call, with backoff on transient errors (default 6)"
+    )
 
     demo = commands.add_parser("demo", help="a needle-in-a-haystack run on the embedded engine")
     demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
@@ -115,6 +120,7 @@ def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: An
         api_key=args.api_key,
         tokenizer=args.tokenizer,
         adapter_path=args.adapter,
+        timeout=getattr(args, "timeout", None),
     )
     log.info("model: %s", choice.description)
     return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer, checkpointer=checkpointer)
@@ -161,6 +167,14 @@ def _ask(args: argparse.Namespace) -> int:
         raise EmptyQuestionError("the question is empty; ask something about the document")
     document = _document(args.document)
     config = _config(args)
+    if args.max_attempts is not None:
+        from memagent_graph.config import RetrySettings
+
+        if args.max_attempts < 1:
+            raise ConfigError(f"--max-attempts must be at least 1, not {args.max_attempts}")
+        config = config.model_copy(update={"retries": RetrySettings(max_attempts=args.max_attempts)})
+    if args.timeout is not None and args.timeout <= 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout}")
     if args.fresh and not args.checkpoint_db:
         raise ConfigError("--fresh only applies with --checkpoint-db FILE")
     with contextlib.ExitStack() as stack:

@@ -13,7 +13,7 @@ class RetrySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_attempts: int = Field(4, ge=1, description="Tries per model call, the first included.")
+    max_attempts: int = Field(6, ge=1, description="Tries per model call, the first included.")
     initial_backoff_s: float = Field(0.5, ge=0.0, description="Upper bound of the first jittered wait.")
     max_backoff_s: float = Field(30.0, ge=0.0, description="Cap on any jittered wait.")
     max_retry_after_s: float = Field(120.0, ge=0.0, description="Cap on a wait a server asks for (Retry-After).")

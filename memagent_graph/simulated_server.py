@@ -63,6 +63,8 @@ class SimulatedOpenAIServer:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     max_in_flight: int = 0
     injected: Counter[str] = field(default_factory=Counter)
+    outcomes: list[str] = field(default_factory=list)
+    """Per completion request, in order: ``ok`` or the injected fault."""
 
     def __post_init__(self) -> None:
         self._rules = RuleMemoryModel()
@@ -115,7 +117,9 @@ class SimulatedOpenAIServer:
         if path == "/v1/chat/completions":
             if body.get("model") != self.model_name:
                 return _send(handler, 404, {"error": {"message": f"model {body.get('model')} does not exist"}})
-            if (fault := self._draw_fault()) is not None:
+            fault = self._draw_fault()
+            self.outcomes.append(fault or "ok")
+            if fault is not None:
                 return self._inject(handler, fault, body)
             with self._slots or contextlib.nullcontext():
                 with self._lock:

@@ -10,7 +10,7 @@ from memagent_graph import LangChainDocuments, MemAgent, MemAgentConfig, MemAgen
 from memagent_graph.errors import EmptyQuestionError, FingerprintMismatchError, ModelError
 from memagent_graph.testing import RuleMemoryModel
 
-CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ server; `test_cli.py` checks the same paths through real subprocesses.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,16 @@ def tokenizer_file(tokenizer, tmp_path_factory) -> Path:
 def server():
     with SimulatedOpenAIServer() as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """`main` configures the process's loggers, as a console script should; undo that after each test."""
+    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
 
 
 def _skip_unreadable_as_root(name: str) -> None:

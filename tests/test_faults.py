@@ -18,7 +18,7 @@ from memagent_graph.nodes.retry import backoff_s, is_transient
 from memagent_graph.simulated_server import FAULTS, FaultPlan, SimulatedOpenAIServer
 
 RETRIES = RetrySettings(max_attempts=8, initial_backoff_s=0.01, max_backoff_s=0.05)
-CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=80, answer_tokens=30, retries=RETRIES)
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=80, answer_tokens=30, retries=RETRIES)
 TIMEOUT_S = 0.5  # the client's; a "hang" fault answers after 1 s
 
 
@@ -31,7 +31,7 @@ def _read(tokenizer, document, question, *, faults=None, **server_options):
 
 @pytest.fixture(scope="module")
 def long_needle(tokenizer):
-    return needle_document(tokens=100 * 200 - 150, tokenizer=tokenizer, seed=11, depth=0.0)
+    return needle_document(tokens=100 * 300 - 150, tokenizer=tokenizer, seed=11, depth=0.0)
 
 
 @pytest.mark.slow

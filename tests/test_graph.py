@@ -17,7 +17,7 @@ from memagent_graph.config import RetrySettings
 from memagent_graph.errors import FingerprintMismatchError
 from memagent_graph.testing import RuleMemoryModel
 
-CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
 
 
 def _graph(model, tokenizer, text, config=CONFIG, **options):

@@ -8,7 +8,7 @@ from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import EmptyQuestionError
 from memagent_graph.testing import RuleMemoryModel
 
-CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
 QUESTIONS = ["What is the special magic colour?", "Which colour is special?", "Name the magic colour."]
 
 

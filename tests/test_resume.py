@@ -18,18 +18,18 @@ from memagent_graph.haystack import needle_document
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.slow
-BUDGET = ["--chunk-tokens", "200", "--memory-tokens", "80", "--answer-tokens", "30", "--temperature", "0"]
+BUDGET = ["--chunk-tokens", "300", "--memory-tokens", "80", "--answer-tokens", "30", "--temperature", "0"]
 
 
 @pytest.fixture(scope="module")
 def files(tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("resume")
     tokenizer.save(folder / "tokenizer.json")
-    task = needle_document(tokens=12 * 200 - 150, tokenizer=tokenizer, seed=5, depth=0.0)
+    task = needle_document(tokens=12 * 300 - 150, tokenizer=tokenizer, seed=5, depth=0.0)
     (folder / "doc.txt").write_text(task.text)
     (folder / "other.txt").write_text(task.text.replace("magic", "secret", 1))
     saved = HuggingFaceTokenizer(folder / "tokenizer.json")
-    chunks = chunk_document(TextDocument(task.text), saved, chunk_tokens=200).num_chunks
+    chunks = chunk_document(TextDocument(task.text), saved, chunk_tokens=300).num_chunks
     assert chunks >= 8
     return folder, task, chunks
 

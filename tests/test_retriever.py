@@ -22,7 +22,7 @@ QUESTION = "What is the special magic fruit?"
 
 @pytest.fixture
 def agent(tokenizer) -> MemAgent:
-    config = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+    config = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
     return MemAgent(RuleMemoryModel(), tokenizer=tokenizer, config=config)
 
 

@@ -40,7 +40,7 @@ class FailOnce(RuleMemoryModel):
 
 
 def _agent(tokenizer, model: RuleMemoryModel | None = None) -> MemAgent:
-    config = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+    config = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
     return MemAgent(model or RuleMemoryModel(), tokenizer=tokenizer, config=config)
 
 

@@ -17,7 +17,7 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.tool import create_memagent_tool
 from memagent_graph.testing import RuleMemoryModel
 
-CONFIG = MemAgentConfig(chunk_tokens=200, memory_tokens=120, answer_tokens=50)
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agent_tool.py"
 
 
