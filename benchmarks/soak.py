@@ -2,8 +2,9 @@
 
 Each run reads a fresh needle document through `memagent ask --checkpoint-db` against the fault-injecting
 simulated server; the process is killed at random completion requests (up to ``--max-kills`` times) and
-restarted until it finishes. A request for a chunk whose reply was already delivered counts as re-sent
-work (at most one chunk per kill may be re-sent: the one in flight when the process died).
+restarted until it finishes. Its answer must equal the answer of an uninterrupted, fault-free read of the
+same document (the simulated server's model is deterministic). A request for a chunk whose reply was already
+delivered counts as re-sent work (at most one chunk per kill may be: the one in flight when the process died).
 
     python benchmarks/soak.py [--runs 20] [--chunks 30] [--fault-rate 0.2] [--seed 0]
 """
@@ -24,11 +25,13 @@ from pathlib import Path
 
 from common import save
 
+from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.haystack import haystack_paragraphs, needle_document
 from memagent_graph.simulated_server import FaultPlan, SimulatedOpenAIServer
-from memagent_graph.testing import train_bpe_tokenizer
+from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 
 BUDGET = ["--chunk-tokens", "300", "--memory-tokens", "80", "--answer-tokens", "30", "--temperature", "0"]
+CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=80, answer_tokens=30, temperature=0.0)
 
 
 def main() -> None:
@@ -48,7 +51,10 @@ def main() -> None:
         for run in range(args.runs):
             task = needle_document(tokens=args.chunks * 300 - 150, tokenizer=tokenizer, seed=run, depth=rng.random())
             (folder / "doc.txt").write_text(task.text)
-            outcome = _soak_one(folder, task, rng, args, seed=args.seed * 1000 + run)
+            reference = MemAgent(RuleMemoryModel(), config=CONFIG, tokenizer=tokenizer).invoke(
+                task.question, TextDocument(task.text)
+            )
+            outcome = _soak_one(folder, task, reference.answer, rng, args, seed=args.seed * 1000 + run)
             totals.update(outcome)
             print(f"run {run + 1:3d}: " + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())), flush=True)
             (folder / "run.db").unlink()
@@ -57,7 +63,9 @@ def main() -> None:
     print(f"saved {save('soak', {'settings': vars(args), 'totals': summary})}")
 
 
-def _soak_one(folder: Path, task, rng: random.Random, args: argparse.Namespace, *, seed: int) -> Counter[str]:
+def _soak_one(
+    folder: Path, task, expected: str, rng: random.Random, args: argparse.Namespace, *, seed: int
+) -> Counter[str]:
     outcome: Counter[str] = Counter(runs=1)
     delivered: set[str] = set()  # chunk prompts whose reply reached a live client
     plan = FaultPlan(rate=args.fault_rate, seed=seed, hang_s=1.0)
@@ -87,7 +95,9 @@ def _soak_one(folder: Path, task, rng: random.Random, args: argparse.Namespace, 
                 delivered.discard(prompt)  # the reply in flight at the kill never reached a live client
                 continue
             answer = json.loads(stdout)["answer"] if process.returncode == 0 else f"error: {stderr.strip()[-200:]}"
-            outcome["wrong_answers"] += answer != task.answer
+            if answer != expected:
+                outcome["wrong_answers"] += 1
+                print(f"  wrong: got {answer!r}, an uninterrupted clean read gives {expected!r}", flush=True)
             break
         outcome["faults"] += sum(server.injected.values())
     return outcome
