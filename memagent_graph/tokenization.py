@@ -49,6 +49,11 @@ class HuggingFaceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._backend.encode(text, add_special_tokens=False).ids
 
+    @property
+    def backend(self) -> Any:
+        """The underlying `tokenizers.Tokenizer`."""
+        return self._backend
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the tokenizer as one ``tokenizer.json`` file (what ``--tokenizer`` accepts)."""
         self._backend.save(str(path))
