@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,3 +170,29 @@ def test_control_and_zero_width_characters_are_read_safely(tokenizer, tmp_path):
     first_prompt = model.calls[0]["prompt"]
     assert "\x07" not in first_prompt and "\x1b" not in first_prompt  # control characters never reach the model
     assert "\u200b" in first_prompt  # zero-width characters are text: kept
+
+
+PEAK_RSS = """
+import resource, sys
+from memagent_graph import FileDocument, HuggingFaceTokenizer, chunk_document
+tokenizer = HuggingFaceTokenizer(sys.argv[2])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+chunked = chunk_document(FileDocument(sys.argv[1]), tokenizer, 5000)
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+print(chunked.num_tokens, chunked.num_chunks, grown, max(len(c) for c in chunked.chunks), chunked.chunk_text(0)[:40])
+"""
+
+
+@pytest.mark.slow
+def test_one_50_mb_line_is_streamed_with_bounded_memory(tmp_path, tokenizer_file):
+    path = tmp_path / "line.txt"
+    path.write_text(("lorem ipsum dolor sit amet " * 2_000_000)[:50_000_000])  # no newline at all
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, str(path), str(tokenizer_file)], capture_output=True, text=True, timeout=600
+    )
+    tokens, chunks, grown, largest, start = done.stdout.split(maxsplit=4)
+    assert int(largest) <= 5000 and int(chunks) >= int(tokens) // 5000
+    with path.open() as text:
+        assert start.strip() == text.read(40).strip()  # the first chunk starts where the file does
+    # token ids are kept (4 bytes each); the 50 MB of text is not: well under the file's size on top of the ids
+    assert int(grown) < 4 * int(tokens) + 25_000_000, (grown, tokens)

@@ -1,0 +1,92 @@
+"""The learner: micro-batch invariance, EOS in and padding out of the loss, a step moves the policy, weight sync."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from memagent_graph.training.learner import LearnerConfig, TorchLearner, pack, sync_weights
+from memagent_graph.training.recording import Sampling, TransformersRollout, token_logprobs
+from memagent_graph.training.tiny_policy import build_tiny_policy
+from memagent_graph.training.traces import TraceRecorder
+
+QUESTIONS = ["What is the magic number?", "Name a colour.", "Who wrote it?", "Where is it?", "Why?"]
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory):
+    return TransformersRollout(str(build_tiny_policy(tmp_path_factory.mktemp("policy"), seed=0)), seed=3)
+
+
+@pytest.fixture(scope="module")
+def calls(rollout):
+    recorder = TraceRecorder()
+    prompts = [rollout.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
+    generations = rollout.generate(prompts, Sampling(12, 1.0))
+    for index, (prompt, generation) in enumerate(zip(prompts, generations, strict=True)):
+        recorder.record(
+            episode_id=f"e{index}", group_id="g", node="update_memory", prompt_ids=prompt,
+            response_ids=generation.response_ids, logprobs=generation.logprobs,
+            finish_reason=generation.finish_reason, policy_version=0, latency_s=0.0, text="",
+        )  # fmt: skip
+    return recorder.calls
+
+
+ADVANTAGES = [1.0, -0.5, 0.25, -1.0, 0.5]
+
+
+def _learner(rollout, **options):
+    model = copy.deepcopy(rollout.model)
+    return TorchLearner(model, config=LearnerConfig(**options), pad_id=rollout.tokenizer.pad_token_id)
+
+
+def _gradients(learner, calls):
+    learner.model.zero_grad(set_to_none=True)
+    stats = learner.backward(calls, ADVANTAGES)
+    return stats["loss"], torch.cat([p.grad.flatten() for p in learner.model.parameters() if p.grad is not None])
+
+
+def test_the_loss_and_gradient_do_not_change_with_the_micro_batch_size(rollout, calls):
+    loss_1, grad_1 = _gradients(_learner(rollout, micro_batch_size=1), calls)
+    for size in (2, 3, 5):
+        loss, grad = _gradients(_learner(rollout, micro_batch_size=size), calls)
+        assert loss == pytest.approx(loss_1, rel=1e-5)
+        assert torch.allclose(grad, grad_1, atol=1e-6)
+
+
+def test_eos_counts_in_the_loss_and_padding_does_not(rollout, calls):
+    packed = pack(calls, pad_id=rollout.tokenizer.pad_token_id)
+    assert packed.response_mask.sum().item() == sum(len(c.response_ids) for c in calls)
+    eos = rollout.tokenizer.eos_token_id
+    ending = [c for c in calls if c.response_ids[-1] == eos]
+    assert ending, "at least one sampled response ends with EOS"
+    row = calls.index(ending[0])
+    assert packed.response_mask[row, len(ending[0].response_ids) - 1] == 1  # the EOS position is trained
+
+
+def test_a_step_raises_positive_and_lowers_negative_advantage_responses(rollout, calls):
+    learner = _learner(rollout, lr=3e-3, micro_batch_size=2)
+
+    def total(call):
+        return token_logprobs(learner.model, call.prompt_ids, call.response_ids, temperature=1.0).sum().item()
+
+    with torch.no_grad():
+        before = [total(c) for c in calls]
+    for _ in range(3):
+        learner.update(calls, ADVANTAGES)
+    with torch.no_grad():
+        after = [total(c) for c in calls]
+    assert after[0] > before[0] and after[3] < before[3]  # advantages +1 and -1
+
+
+def test_rollout_and_learner_weights_are_identical_after_a_sync(rollout, calls):
+    learner = _learner(rollout, lr=1e-2)
+    learner.update(calls, ADVANTAGES)
+    target = TransformersRollout(copy.deepcopy(rollout.model), rollout.tokenizer)
+    before = target.model.state_dict()
+    assert any(not torch.equal(before[name], tensor) for name, tensor in learner.state_dict().items())
+    assert sync_weights(learner, target) == 1
+    for name, tensor in learner.model.state_dict().items():
+        assert torch.equal(target.model.state_dict()[name], tensor), name

@@ -1,0 +1,155 @@
+"""The learner: one policy-gradient step from recorded calls, in plain torch (AdamW, micro-batches, clipping).
+
+Every recorded call is a (prompt ids, response ids, rollout log-probabilities) row with its episode's
+advantage. Rows are packed into micro-batches; the loss is summed over response tokens (EOS included,
+padding excluded) and divided by the token count of the *whole* step, so how the step is cut into
+micro-batches never changes the gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from memagent_graph.training.algorithms import Aggregation, entropy_from_logits, policy_loss
+from memagent_graph.training.traces import TraceCall
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Optimiser and objective settings of the learner."""
+
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 4
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    temperature: float = 1.0
+    """The rollouts' sampling temperature: log-probabilities are taken from ``logits / temperature``."""
+    loss_mode: Aggregation = "token-mean"
+    bf16_autocast: bool = False
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Micro-batch tensors: ``input_ids``/``attention_mask`` (rows, length) and, aligned on response tokens
+    (rows, longest response), ``response_ids``, ``response_mask`` and the rollout ``old_logprobs``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_lengths: list[int]
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+
+
+def pack(calls: Sequence[TraceCall], *, pad_id: int) -> Packed:
+    """Right-pad prompt+response rows; align response tokens (EOS included) and their rollout log-probs."""
+    width = max(len(c.prompt_ids) + len(c.response_ids) for c in calls)
+    longest = max(len(c.response_ids) for c in calls)
+    ids, attention, responses, masks, old = [], [], [], [], []
+    for call in calls:
+        row = call.prompt_ids + call.response_ids
+        ids.append(row + [pad_id] * (width - len(row)))
+        attention.append([1] * len(row) + [0] * (width - len(row)))
+        gap = longest - len(call.response_ids)
+        responses.append(call.response_ids + [pad_id] * gap)
+        masks.append([1] * len(call.response_ids) + [0] * gap)
+        old.append(list(call.logprobs or [0.0] * len(call.response_ids)) + [0.0] * gap)
+    return Packed(
+        input_ids=torch.tensor(ids),
+        attention_mask=torch.tensor(attention),
+        prompt_lengths=[len(c.prompt_ids) for c in calls],
+        response_ids=torch.tensor(responses),
+        response_mask=torch.tensor(masks, dtype=torch.float32),
+        old_logprobs=torch.tensor(old, dtype=torch.float32),
+    )
+
+
+def response_logits(model: Any, packed: Packed) -> torch.Tensor:
+    """The logits that predicted each response token: (rows, longest response, vocab)."""
+    logits = model(input_ids=packed.input_ids, attention_mask=packed.attention_mask).logits
+    longest = packed.response_ids.shape[1]
+    rows = []
+    for row, start in enumerate(packed.prompt_lengths):
+        window = logits[row, start - 1 : start - 1 + longest]
+        if window.shape[0] < longest:  # this row's response is shorter and sits at the end of the sequence
+            window = torch.nn.functional.pad(window, (0, 0, 0, longest - window.shape[0]))
+        rows.append(window)
+    return torch.stack(rows).float()
+
+
+class TorchLearner:
+    """AdamW on a Hugging Face causal LM (optionally a peft LoRA model: only trainable weights are updated)."""
+
+    def __init__(self, model: Any, *, config: LearnerConfig | None = None, pad_id: int = 0, reference: Any = None):
+        self.model, self.config, self.pad_id, self.reference = model, config or LearnerConfig(), pad_id, reference
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
+
+    def backward(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
+        """Accumulate the step's gradient over micro-batches (no optimiser step); return the loss and stats."""
+        config = self.config
+        total_tokens = float(sum(len(c.response_ids) for c in calls))
+        self.model.train()
+        stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16_autocast else contextlib.nullcontext()
+        for start in range(0, len(calls), config.micro_batch_size):
+            micro = list(calls[start : start + config.micro_batch_size])
+            packed = pack(micro, pad_id=self.pad_id)
+            with autocast:
+                logits = response_logits(self.model, packed) / config.temperature
+            logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
+            reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
+            result = policy_loss(
+                logprobs,
+                packed.old_logprobs,
+                torch.tensor(advantages[start : start + len(micro)], dtype=torch.float32),
+                packed.response_mask,
+                clip_low=config.clip_low,
+                clip_high=config.clip_high,
+                ref_logprobs=reference,
+                kl_coef=config.kl_coef,
+                mode=config.loss_mode,
+                denominator=total_tokens if config.loss_mode == "token-mean" else float(len(calls)),
+            )
+            result.loss.backward()
+            share = result.tokens / total_tokens
+            stats["loss"] += float(result.loss)
+            stats["clip_fraction"] += result.clip_fraction * share
+            stats["kl"] += result.kl
+            with torch.no_grad():
+                entropy = entropy_from_logits(logits.detach())
+                stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
+        return stats
+
+    def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
+        """One optimiser step from ``calls`` (one advantage per call); returns loss, grad norm and stats."""
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = self.backward(calls, advantages)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm))
+        self.optimizer.step()
+        return stats
+
+    def _reference_logprobs(self, packed: Packed) -> torch.Tensor:
+        with torch.no_grad():
+            logits = response_logits(self.reference, packed) / self.config.temperature
+        return torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The policy's weights, detached (what a weight sync sends to the rollout backends)."""
+        return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+
+
+def sync_weights(learner: TorchLearner, rollout: Any) -> int:
+    """Copy the learner's weights into an in-process rollout backend and bump its policy version."""
+    rollout.model.load_state_dict(learner.state_dict())
+    rollout.policy_version += 1
+    return rollout.policy_version
