@@ -57,13 +57,20 @@ def test_the_loss_and_gradient_do_not_change_with_the_micro_batch_size(rollout, 
 
 
 def test_eos_counts_in_the_loss_and_padding_does_not(rollout, calls):
-    packed = pack(calls, pad_id=rollout.tokenizer.pad_token_id)
-    assert packed.response_mask.sum().item() == sum(len(c.response_ids) for c in calls)
     eos = rollout.tokenizer.eos_token_id
-    ending = [c for c in calls if c.response_ids[-1] == eos]
-    assert ending, "at least one sampled response ends with EOS"
-    row = calls.index(ending[0])
-    assert packed.response_mask[row, len(ending[0].response_ids) - 1] == 1  # the EOS position is trained
+    stopped = calls[1].model_copy(
+        update={"response_ids": calls[1].response_ids[:3] + [eos], "logprobs": calls[1].logprobs[:3] + [-1.0]}
+    )
+    batch = [calls[0], stopped, calls[2]]
+    packed = pack(batch, pad_id=rollout.tokenizer.pad_token_id)
+    assert packed.response_mask.sum().item() == sum(len(c.response_ids) for c in batch)  # no padding counted
+    assert packed.response_mask[1, :4].tolist() == [1, 1, 1, 1]  # the EOS position is trained
+    assert packed.response_mask[1, 4:].sum().item() == 0
+    learner = _learner(rollout)
+    without_eos = stopped.model_copy(
+        update={"response_ids": stopped.response_ids[:3], "logprobs": stopped.logprobs[:3]}
+    )
+    assert learner.backward([stopped], [1.0])["loss"] != pytest.approx(learner.backward([without_eos], [1.0])["loss"])
 
 
 def test_a_step_raises_positive_and_lowers_negative_advantage_responses(rollout, calls):

@@ -181,7 +181,7 @@ def policy_loss(
     return PolicyLoss(
         loss=aggregate(per_token, mask, mode=mode, denominator=denominator),
         clip_fraction=float(((clipped > unclipped) & masked).sum()) / max(tokens, 1),
-        approx_kl=float((-log_ratio * mask).sum()) / max(tokens, 1),
+        approx_kl=float((-log_ratio.detach() * mask).sum()) / max(tokens, 1),
         kl=kl_value,
         tokens=tokens,
     )

@@ -121,7 +121,7 @@ class TorchLearner:
             )
             result.loss.backward()
             share = result.tokens / total_tokens
-            stats["loss"] += float(result.loss)
+            stats["loss"] += float(result.loss.detach())
             stats["clip_fraction"] += result.clip_fraction * share
             stats["kl"] += result.kl
             with torch.no_grad():
