@@ -1,5 +1,7 @@
-"""Training the memory policy: verifiable rewards (`rewards`) and the RL objectives (`algorithms`, pure torch).
+"""Training the memory policy from the graph's own traces.
 
-The recording policy, rollout/learner backends and the Ray trainer loop are not built yet (issue 5).
-Import the submodules directly; nothing here imports torch until `algorithms` is imported.
+`rewards` (verifiable rewards), `algorithms` (RL objectives, pure torch), `traces` (the trace schema),
+`recording` (the recording policy over a rollout backend), `learner` (the torch learner and weight sync),
+`trainer` (one in-process RL step), `tiny_policy` (a tiny local Qwen2). The Ray trainer is in progress.
+Import the submodules directly: nothing here imports torch until they are.
 """
