@@ -83,7 +83,8 @@ class TransformersRollout:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.policy_version = 0
         self._generator_seed = seed
-        self._calls = 0
+        self.sampled_calls = 0
+        """Generate calls so far: call n samples with seed ``seed + n`` (a checkpoint saves it)."""
         self._lock = threading.Lock()  # one generate at a time: torch models are not re-entrant
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
@@ -102,8 +103,8 @@ class TransformersRollout:
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         greedy = sampling.temperature <= 0
         with self._lock, torch.no_grad():
-            torch.manual_seed(self._generator_seed + self._calls)
-            self._calls += 1
+            torch.manual_seed(self._generator_seed + self.sampled_calls)
+            self.sampled_calls += 1
             out = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,

@@ -138,6 +138,44 @@ class StepRunner:
                 log.write(json.dumps(metrics) + "\n")
         return metrics
 
+    def save(self, folder: str | Path) -> Path:
+        """Checkpoint everything the next step depends on: policy weights (safetensors), optimiser state,
+        torch RNG, the rollout's sampling counter and the step index. `restore` continues exactly."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file(self.learner.state_dict(), str(folder / "model.safetensors"))
+        torch.save(
+            {"optimizer": self.learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state()},
+            folder / "trainer_state.pt",
+        )
+        position = {
+            "step": self.step_index,
+            "policy_version": self.rollout.policy_version,
+            "rollout_calls": self.rollout.sampled_calls,
+            "config": self.config.model_dump(),
+        }
+        (folder / "position.json").write_text(json.dumps(position, indent=2) + "\n")
+        return folder
+
+    def restore(self, folder: str | Path) -> None:
+        """Load a checkpoint written by `save` into this runner (same policy architecture and config)."""
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        position = json.loads((folder / "position.json").read_text())
+        if position["config"] != self.config.model_dump():
+            raise ConfigError(f"checkpoint {folder} was written with another RLConfig; resume with the same one")
+        self.learner.model.load_state_dict(load_file(str(folder / "model.safetensors")))
+        state = torch.load(folder / "trainer_state.pt", weights_only=False)
+        self.learner.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.rollout.model.load_state_dict(self.learner.state_dict())
+        self.rollout.policy_version = position["policy_version"]
+        self.rollout.sampled_calls = position["rollout_calls"]
+        self.step_index = position["step"]
+
 
 def learner_for(rollout: Any, config: LearnerConfig | None = None) -> TorchLearner:
     """A learner on a copy of the rollout backend's model (they share nothing until a weight sync)."""
