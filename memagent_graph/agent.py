@@ -145,6 +145,21 @@ class MemAgent:
             num_chunks=values["num_chunks"],
         )
 
+    def resume_point(
+        self, thread_id: str, question: str, document: Document, *, settings: RunSettings | None = None
+    ) -> UnfinishedRead | None:
+        """The saved read that ``stream(question, document, thread_id=thread_id)`` would continue, or None.
+
+        Raises `FingerprintMismatchError` when the thread holds an unfinished read of another document,
+        question or settings (the same check a run makes before it starts).
+        """
+        pending = self.unfinished(thread_id)
+        if pending is not None:
+            chunked = self.chunk(document)
+            saved = self.graph.get_state({"configurable": {"thread_id": thread_id}}).values
+            _refuse_another_read(thread_id, self._read_input(question, chunked, settings), saved, chunked)
+        return pending
+
     @staticmethod
     def _input(
         graph_input: dict[str, Any], snapshot: StateSnapshot | None, config: RunnableConfig, chunked: ChunkedDocument
@@ -155,24 +170,7 @@ class MemAgent:
         """
         if snapshot is None or not _is_unfinished(snapshot):
             return graph_input
-        saved = snapshot.values
-        question_key = "question" if "question" in graph_input else "questions"
-        differs = [
-            what
-            for what, now, before in (
-                ("document", chunked.fingerprint, saved.get("fingerprint", chunked.fingerprint)),
-                ("question", graph_input[question_key], saved.get(question_key)),
-                ("settings", graph_input["settings_key"], saved.get("settings_key")),
-            )
-            if now != before
-        ]
-        if differs:
-            raise FingerprintMismatchError(
-                f"thread {config['configurable']['thread_id']!r} holds an unfinished read of a different "
-                f"{' and '.join(differs)} (chunk {saved.get('cursor', 0)}/{saved.get('num_chunks', '?')}); "
-                "resume it with the same document, question and settings, or start over "
-                "(API: a new thread_id; CLI: --fresh or another --checkpoint-db)"
-            )
+        _refuse_another_read(config["configurable"]["thread_id"], graph_input, snapshot.values, chunked)
         # pending tasks (a crash mid-step) continue from the checkpoint; a read stopped between steps has none,
         # and starting from its saved state continues at its cursor (read_chunk only resets a finished read)
         return None if snapshot.next else graph_input
@@ -338,6 +336,29 @@ class MemAgent:
         return run.results(len(questions), chunked.num_chunks, run_config, started)
 
 
+def _refuse_another_read(
+    thread_id: str, graph_input: dict[str, Any], saved: dict[str, Any], chunked: ChunkedDocument
+) -> None:
+    """Raise `FingerprintMismatchError` naming what differs between a thread's saved state and the read asked
+    for (the document by content fingerprint, the question, the settings)."""
+    question_key = "question" if "question" in graph_input else "questions"
+    differs = [
+        what
+        for what, now, before in (
+            ("document", chunked.fingerprint, saved.get("fingerprint") or chunked.fingerprint),
+            ("question", graph_input[question_key], saved.get(question_key)),
+            ("settings", graph_input["settings_key"], saved.get("settings_key")),
+        )
+        if now != before
+    ]
+    if differs:
+        raise FingerprintMismatchError(
+            f"thread {thread_id!r} holds an unfinished read of a different {' and '.join(differs)} "
+            f"(chunk {saved.get('cursor', 0)}/{saved.get('num_chunks', '?')}); resume it with the same document, "
+            "question and settings, or start over (API: a new thread_id; CLI: --fresh or another --checkpoint-db)"
+        )
+
+
 def _is_unfinished(snapshot: StateSnapshot) -> bool:
     values = snapshot.values
     return bool(snapshot.next) or ("cursor" in values and not values.get("finished"))
@@ -373,9 +394,8 @@ class _RunRecord:
         """Raise `ReadStopped` at the first safe point after ``stop`` is set: when the next chunk is selected,
         the previous chunk's memory is already saved (the checkpoint of its superstep is written first)."""
         if stop is not None and stop.is_set() and mode == "updates" and "read_chunk" in data:
-            chunk = self.values.get("chunk") or self.values.get("cursor", 0)
-            done = chunk["index"] if isinstance(chunk, dict) else chunk
-            total = self.values.get("num_chunks", 0)
+            done = self.values["chunk"]["index"]  # the chunk about to be read: all before it are done
+            total = self.values["num_chunks"]
             raise ReadStopped(config["configurable"]["thread_id"], chunks_done=done, num_chunks=total)
 
     def feed(self, mode: str, data: Any) -> ProgressEvent | None:

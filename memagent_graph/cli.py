@@ -208,18 +208,13 @@ def _ask(args: argparse.Namespace) -> int:
 
 def _prepare_resume(agent: MemAgent, args: argparse.Namespace, document: DocumentSource) -> None:
     """With --fresh, drop the saved read; otherwise say when a saved read will be resumed (a saved read of
-    another document, question or settings is refused when the read starts)."""
+    another document, question or settings is refused here, before any model call)."""
     if args.fresh:
         agent.checkpointer.delete_thread(CLI_THREAD)
         log.info("discarded the saved read in %s; starting over", args.checkpoint_db)
         return
-    pending = agent.unfinished(CLI_THREAD)
-    same = pending is not None and (pending.fingerprint, pending.question, pending.settings_key) == (
-        agent.chunk(document).fingerprint,
-        args.question,
-        agent.settings_key(),
-    )
-    if same:
+    pending = agent.resume_point(CLI_THREAD, args.question, document)
+    if pending is not None:
         log.info(
             "resuming from chunk %d/%d (saved in %s; --fresh starts over)",
             pending.chunks_done + 1,

@@ -22,7 +22,6 @@ import httpx
 import openai
 import tenacity
 from langchain_core.messages import BaseMessage
-from pydantic import ValidationError
 
 from memagent_graph.config import RetrySettings
 
@@ -41,7 +40,7 @@ def is_transient(exc: BaseException) -> bool:
     """True for failures worth another try: the same request may succeed in a moment."""
     if isinstance(exc, EmptyReply | openai.APIConnectionError | openai.APITimeoutError | httpx.TransportError):
         return True
-    if isinstance(exc, json.JSONDecodeError | ValidationError | openai.APIResponseValidationError):
+    if isinstance(exc, json.JSONDecodeError | openai.APIResponseValidationError):
         return True  # a reply cut short or garbled on the way: the next one is usually whole
     status = getattr(exc, "status_code", None)
     return status in TRANSIENT_STATUS or (status is not None and status >= 500)

@@ -9,6 +9,7 @@ This is the single-process step; the Ray trainer (rollout actors, object-store w
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Sequence
@@ -179,6 +180,4 @@ class StepRunner:
 
 def learner_for(rollout: Any, config: LearnerConfig | None = None) -> TorchLearner:
     """A learner on a copy of the rollout backend's model (they share nothing until a weight sync)."""
-    import copy
-
     return TorchLearner(copy.deepcopy(rollout.model), config=config, pad_id=rollout.tokenizer.pad_token_id)
