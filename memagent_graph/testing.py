@@ -28,11 +28,14 @@ class RuleMemoryModel(BaseChatModel):
     """A chat model that acts out the MemAgent prompts by rule, deterministically.
 
     On an update prompt it replies with the previous notes plus every sentence of the section matching
-    ``fact_pattern`` (and ``pad_words`` filler words, to test budgets); on an answer prompt it boxes the value
-    of the last fact in the notes. Every prompt and call option is recorded in ``calls``.
+    ``fact_pattern`` (and ``pad_words`` filler words, to test budgets), or ``nothing`` when there are none; on
+    an answer prompt it fills ``answer_template`` with the value of the last fact in the notes ("unknown" when
+    there is none). Every prompt and call option is recorded in ``calls``.
     """
 
     fact_pattern: str = FACT_PATTERN
+    nothing: str = "Nothing relevant yet."
+    answer_template: str = "From my notes, the answer is \\boxed{{{value}}}."
     pad_words: int = 0
     latency_s: float = 0.0
     empty_replies_at: frozenset[int] = frozenset()
@@ -59,13 +62,13 @@ class RuleMemoryModel(BaseChatModel):
             notes = _ANSWER_NOTES.search(prompt)
             facts = re.findall(self.fact_pattern, notes.group(1) if notes else "")
             value = facts[-1].rsplit(" is ", 1)[1].rstrip(".") if facts else "unknown"
-            return f"From my notes, the answer is \\boxed{{{value}}}."
+            return self.answer_template.format(value=value)
         notes_match = _NOTES.search(prompt)
         previous = notes_match.group(1) if notes_match else ""
-        lines = [] if previous in ("", NO_MEMORY) else [previous]
+        lines = [] if previous in ("", NO_MEMORY, self.nothing) else [previous]
         lines += re.findall(self.fact_pattern, section.group(1))
         lines += ["filler"] * self.pad_words
-        return "\n".join(lines) or "Nothing relevant yet."
+        return "\n".join(lines) or self.nothing
 
     def _generate(
         self,

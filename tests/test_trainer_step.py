@@ -1,4 +1,4 @@
-"""One in-process RL step through the real graph: rollouts, rewards, advantages, update, weight sync, log."""
+"""The trainer in one process: RL steps through the real graph, logs, checkpoints, YAML config, LoRA."""
 
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ import pytest
 import torch
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.haystack import needle_document
-from memagent_graph.tokenization import HuggingFaceTokenizer
-from memagent_graph.training.learner import LearnerConfig
-from memagent_graph.training.recording import TransformersRollout
 from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.tiny_policy import build_tiny_policy
-from memagent_graph.training.trainer import RLConfig, StepRunner, Task, learner_for
-
-CONFIG = RLConfig(group_size=3, chunk_tokens=300, memory_tokens=12, answer_tokens=8, dynamic_sampling=False)
+from memagent_graph.training.trainer import LoraSettings, RLConfig, Trainer
 
 
 @pytest.fixture
@@ -29,78 +23,125 @@ def parity_reward():
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    folder = build_tiny_policy(tmp_path_factory.mktemp("policy"), seed=0)
-    return folder, HuggingFaceTokenizer(folder / "tokenizer.json")
+    return build_tiny_policy(tmp_path_factory.mktemp("policy"), seed=0, hidden_size=32)
 
 
-def _tasks(tokenizer):
-    needles = [needle_document(tokens=450, tokenizer=tokenizer, seed=seed) for seed in (1, 2)]
-    return [Task(n.question, n.text, [n.answer]) for n in needles]
+def _config(policy, tmp_path, **changes) -> RLConfig:
+    settings = {
+        "policy": str(policy),
+        "prompts": "tiny",
+        "chunk_tokens": 128,
+        "memory_tokens": 12,
+        "answer_tokens": 8,
+        "group_size": 3,
+        "questions_per_step": 2,
+        "ray": False,
+        "dynamic_sampling": False,
+        "learner": {"lr": 1e-3},
+        "output_dir": str(tmp_path / "run"),
+        **changes,
+    }
+    return RLConfig.model_validate(settings)
+
+
+def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
 
 
 def test_a_step_reads_every_episode_through_the_graph_and_updates_the_policy(policy, parity_reward, tmp_path):
-    folder, tokenizer = policy
-    rollout = TransformersRollout(str(folder), seed=5)
-    runner = StepRunner(
-        rollout,
-        learner_for(rollout, LearnerConfig(lr=1e-3)),
-        tokenizer,
-        config=CONFIG.model_copy(update={"reward": parity_reward}),
-        log_path=tmp_path / "log.jsonl",
-    )
-    before = {k: v.clone() for k, v in rollout.model.state_dict().items()}
-    metrics = runner.step(_tasks(tokenizer))
-    episodes = {call.episode_id for call in runner.recorder.calls}
-    assert len(episodes) == 2 * CONFIG.group_size
-    assert all(runner.recorder.episode(e)[-1].node == "final_answer" for e in episodes)
-    assert metrics["calls_trained"] == len(runner.recorder.calls) and metrics["policy_version"] == 1
-    assert any(not torch.equal(before[k], v) for k, v in rollout.model.state_dict().items())
-    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    assert logged[0]["step"] == 0 and {"reward", "grad_norm", "entropy", "clip_fraction"} <= set(logged[0])
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward, save_traces=True))
+    before = _weights(trainer)
+    metrics = trainer.step()
+    traces = [json.loads(line) for line in (tmp_path / "run" / "traces.jsonl").read_text().splitlines()]
+    episodes = {call["episode_id"] for call in traces}
+    assert len(episodes) == metrics["episodes"] == 2 * 3
+    last_calls = {e: max((c for c in traces if c["episode_id"] == e), key=lambda c: c["call_index"]) for e in episodes}
+    assert all(call["node"] == "final_answer" for call in last_calls.values())
+    assert all(call["reward"] in (0.0, 1.0) for call in traces)
+    assert metrics["calls_trained"] == len(traces) and metrics["policy_version"] == 1
+    assert any(not torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
 
 
-def test_groups_with_equal_rewards_are_dropped_and_nothing_is_updated(policy):
-    folder, tokenizer = policy
-    rollout = TransformersRollout(str(folder), seed=5)
-    runner = StepRunner(
-        rollout, learner_for(rollout), tokenizer, config=CONFIG.model_copy(update={"dynamic_sampling": True})
-    )
-    metrics = runner.step(_tasks(tokenizer))  # the untrained policy never answers right: every reward is 0
+def test_rollout_workers_read_with_the_learners_weights_after_a_step(policy, parity_reward, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward))
+    trainer.step()
+    [worker] = trainer.workers.workers
+    rollout = worker.rollout.model.state_dict()
+    for name, tensor in trainer.learner.model.state_dict().items():
+        assert torch.equal(rollout[name], tensor), name
+    assert worker.rollout.policy_version == 1
+
+
+def test_groups_with_equal_rewards_are_dropped_and_nothing_is_updated(policy, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path, dynamic_sampling=True))
+    before = _weights(trainer)
+    metrics = trainer.step()  # the untrained policy never answers right: every reward is 0
     assert (metrics["reward"], metrics["kept_episodes"], metrics["calls_trained"]) == (0.0, 0, 0)
-    assert rollout.policy_version == 0
+    assert metrics["policy_version"] == 0
+    assert all(torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
 
 
-def test_learner_and_rollouts_must_share_the_temperature(policy):
-    folder, tokenizer = policy
-    rollout = TransformersRollout(str(folder))
-    with pytest.raises(ConfigError, match="temperature"):
-        StepRunner(rollout, learner_for(rollout, LearnerConfig(temperature=0.7)), tokenizer, config=CONFIG)
+def test_each_step_logs_a_json_line_and_tensorboard_scalars(policy, parity_reward, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward))
+    trainer.step()
+    trainer.evaluate()
+    trainer.close()
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[0]["step"] == 0 and {"reward", "grad_norm", "entropy", "clip_fraction", "rollout_s"} <= set(lines[0])
+    assert "eval_reward" in lines[1]
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
 
 
-def test_a_resumed_run_reproduces_the_next_steps_loss_exactly(policy, parity_reward, tmp_path):
-    folder, tokenizer = policy
-    config = CONFIG.model_copy(update={"reward": parity_reward})
+def test_a_resumed_run_reproduces_the_next_step_exactly(policy, parity_reward, tmp_path):
+    def trainer(name: str) -> Trainer:
+        return Trainer(_config(policy, tmp_path / name, reward=parity_reward, seed=9))
 
-    def runner():
-        rollout = TransformersRollout(str(folder), seed=9)
-        return StepRunner(rollout, learner_for(rollout, LearnerConfig(lr=1e-3)), tokenizer, config=config)
-
-    tasks = _tasks(tokenizer)
-    straight = runner()
-    straight.step(tasks)
-    expected = straight.step(tasks)
-    first = runner()
-    first.step(tasks)
+    straight = trainer("straight")
+    straight.step()
+    expected = straight.step()
+    first = trainer("first")
+    first.step()
     first.save(tmp_path / "ckpt")
-    resumed = runner()
+    resumed = trainer("resumed")
     resumed.restore(tmp_path / "ckpt")
-    again = resumed.step(tasks)
+    again = resumed.step()
     assert again["step"] == 1 and again["policy_version"] == expected["policy_version"] == 2
-    assert (again["loss"], again["reward"], again["grad_norm"]) == (
-        expected["loss"],
-        expected["reward"],
-        expected["grad_norm"],
-    )
-    # the optimiser state came back too: the weights after the resumed step are the uninterrupted run's
+    for key in ("loss", "reward", "grad_norm", "kept_episodes"):
+        assert again[key] == expected[key], key
+    # the optimiser state and the data position came back too: the weights after the step are the same
     for name, tensor in straight.learner.model.state_dict().items():
         assert torch.equal(resumed.learner.model.state_dict()[name], tensor), name
+
+
+def test_a_checkpoint_of_another_config_is_refused(policy, parity_reward, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path / "a", reward=parity_reward))
+    trainer.save(tmp_path / "ckpt")
+    other = Trainer(_config(policy, tmp_path / "b", reward=parity_reward, group_size=4))
+    with pytest.raises(ConfigError, match="another config"):
+        other.restore(tmp_path / "ckpt")
+
+
+def test_with_lora_only_the_adapters_train_and_they_reach_the_rollouts(policy, parity_reward, tmp_path):
+    lora = LoraSettings(rank=4, alpha=8).model_dump()
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward, lora=lora))
+    before = _weights(trainer)
+    trainer.step()
+    after = trainer.learner.model.state_dict()
+    changed = {k for k, v in after.items() if not torch.equal(before[k], v)}
+    assert changed and all("lora_" in k for k in changed)
+    rollout = trainer.workers.workers[0].rollout.model.state_dict()
+    assert all(torch.equal(rollout[k], after[k]) for k in changed)
+
+
+def test_the_config_loads_from_yaml_and_wrong_fields_are_named(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("group_size: 8\nlearner: {lr: 3.0e-4}\ntask: {tokens: 300}\n")
+    config = RLConfig.from_yaml(good)
+    assert (config.group_size, config.learner.lr, config.task.tokens) == (8, 3e-4, 300)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("group_size: 1\nlearnr: {lr: 1}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: group_size: .*; learnr: Extra inputs"):
+        RLConfig.from_yaml(bad)
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        (tmp_path / "broken.yaml").write_text("steps: [1,\n")
+        RLConfig.from_yaml(tmp_path / "broken.yaml")

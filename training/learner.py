@@ -9,7 +9,7 @@ micro-batches never changes the gradient.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,24 +93,31 @@ class TorchLearner:
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
+    def _micro_batches(self, calls: Sequence[TraceCall]) -> Iterator[tuple[int, Packed, torch.Tensor, torch.Tensor]]:
+        """Per micro-batch: its first row, its packed tensors, the temperature-scaled response logits and the
+        learner's log-probabilities of the response tokens (with grad)."""
+        config = self.config
+        self.model.train()
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16_autocast else contextlib.nullcontext()
+        for start in range(0, len(calls), config.micro_batch_size):
+            packed = pack(list(calls[start : start + config.micro_batch_size]), pad_id=self.pad_id)
+            with autocast:
+                logits = response_logits(self.model, packed) / config.temperature
+            logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
+            yield start, packed, logits, logprobs
+
     def backward(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
         """Accumulate the step's gradient over micro-batches (no optimiser step); return the loss and stats."""
         config = self.config
         total_tokens = float(sum(len(c.response_ids) for c in calls))
-        self.model.train()
         stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16_autocast else contextlib.nullcontext()
-        for start in range(0, len(calls), config.micro_batch_size):
-            micro = list(calls[start : start + config.micro_batch_size])
-            packed = pack(micro, pad_id=self.pad_id)
-            with autocast:
-                logits = response_logits(self.model, packed) / config.temperature
-            logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
+        for start, packed, logits, logprobs in self._micro_batches(calls):
+            rows = packed.response_ids.shape[0]
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
             result = policy_loss(
                 logprobs,
                 packed.old_logprobs,
-                torch.tensor(advantages[start : start + len(micro)], dtype=torch.float32),
+                torch.tensor(advantages[start : start + rows], dtype=torch.float32),
                 packed.response_mask,
                 clip_low=config.clip_low,
                 clip_high=config.clip_high,
@@ -129,14 +136,30 @@ class TorchLearner:
                 stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
         return stats
 
+    def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
+        """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        total_tokens = float(sum(len(c.response_ids) for c in calls))
+        loss_sum = 0.0
+        for _, packed, _, logprobs in self._micro_batches(calls):
+            loss = -(logprobs * packed.response_mask).sum() / total_tokens
+            loss.backward()
+            loss_sum += float(loss.detach())
+        return {"loss": loss_sum, "tokens": total_tokens, "grad_norm": self._step()}
+
     def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
         """One optimiser step from ``calls`` (one advantage per call); returns loss, grad norm and stats."""
         self.optimizer.zero_grad(set_to_none=True)
         stats = self.backward(calls, advantages)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm))
-        self.optimizer.step()
+        stats["grad_norm"] = self._step()
         return stats
+
+    def _step(self) -> float:
+        """Clip the accumulated gradient, take the optimiser step; return the gradient norm before clipping."""
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm))
+        self.optimizer.step()
+        return grad_norm
 
     def _reference_logprobs(self, packed: Packed) -> torch.Tensor:
         with torch.no_grad():
@@ -144,12 +167,31 @@ class TorchLearner:
         return torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """The policy's weights, detached (what a weight sync sends to the rollout backends)."""
+        """All of the policy's weights, detached (what a checkpoint saves)."""
         return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+
+
+def trainable_weights(model: Any) -> dict[str, torch.Tensor]:
+    """The weights a step changes (all of them, or only the LoRA adapters): what a weight sync sends."""
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
+    """Load `trainable_weights` of the learner into a rollout copy of the same (LoRA-wrapped) policy."""
+    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
+    if unexpected:
+        raise ValueError(f"weights for another architecture (e.g. {unexpected[0]}): rollout and learner differ")
+
+
+def with_lora(model: Any, *, rank: int, alpha: int, target_modules: Sequence[str]) -> Any:
+    """``model`` wrapped by peft with LoRA adapters (only they train; the base weights stay frozen)."""
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules)))
 
 
 def sync_weights(learner: TorchLearner, rollout: Any) -> int:
     """Copy the learner's weights into an in-process rollout backend and bump its policy version."""
-    rollout.model.load_state_dict(learner.state_dict())
+    load_trainable_weights(rollout.model, trainable_weights(learner.model))
     rollout.policy_version += 1
     return rollout.policy_version

@@ -42,7 +42,8 @@ class Generation:
     """One sampled response: its token ids, their log-probabilities, and why it ended."""
 
     response_ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float] | None
+    """None for a teacher's response (it was written, not sampled from the policy)."""
     finish_reason: str
 
 
@@ -61,6 +62,10 @@ class RolloutBackend(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` without special tokens."""
+        ...
+
+    def response_ids(self, text: str, max_tokens: int) -> Generation:
+        """A teacher's ``text`` as this policy's response tokens (EOS appended; cut at ``max_tokens``)."""
         ...
 
 
@@ -93,6 +98,12 @@ class TransformersRollout:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def response_ids(self, text: str, max_tokens: int) -> Generation:
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        if len(ids) > max_tokens:
+            return Generation(ids[:max_tokens], None, "length")
+        return Generation(ids, None, "stop")
 
     def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
         import torch
@@ -140,12 +151,17 @@ def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence
 
 
 class RecordingChatModel(BaseChatModel):
-    """A chat model that generates with ``rollout`` and records each call in ``recorder`` (see module doc)."""
+    """A chat model that generates with ``rollout`` and records each call in ``recorder`` (see module doc).
+
+    With a ``teacher`` chat model, the teacher writes each reply and the policy's tokens of it are recorded
+    (no log-probabilities): traces to imitate, for supervised fine-tuning by rejection sampling.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     rollout: Any
     recorder: TraceRecorder
+    teacher: BaseChatModel | None = None
     default_max_tokens: int = 256
 
     @property
@@ -160,7 +176,7 @@ class RecordingChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         top_p = kwargs.get("top_p")
-        if top_p is not None and top_p < 1.0:
+        if top_p is not None and top_p < 1.0 and self.teacher is None:
             raise ConfigError(
                 f"training rollouts sample from the full distribution; got top_p={top_p}: "
                 "use MemAgentConfig(top_p=1.0) so the learner's log-probabilities match"
@@ -172,7 +188,11 @@ class RecordingChatModel(BaseChatModel):
         metadata = dict(run_manager.metadata or {}) if run_manager is not None else {}
         prompt_ids = self.rollout.prompt_ids(convert_to_openai_messages(messages))
         started = time.perf_counter()
-        [generation] = self.rollout.generate([prompt_ids], sampling)
+        if self.teacher is not None:
+            written = self.teacher.invoke(messages, max_tokens=sampling.max_tokens)
+            generation = self.rollout.response_ids(str(written.content), sampling.max_tokens)
+        else:
+            [generation] = self.rollout.generate([prompt_ids], sampling)
         text = self.rollout.decode(generation.response_ids)
         self.recorder.record(
             episode_id=str(metadata.get("episode_id", "unassigned")),

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memagent_graph.prompts import PromptSet
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+TINY_PROMPTS = PromptSet(
+    update="{question}\n<previous_notes>\n{memory}\n</previous_notes>\n<section>\n{section}\n</section>",
+    answer="{question}\n<notes>\n{memory}\n</notes>",
+    no_memory="none",
+)
+"""The method's prompts without the instructions: a tiny policy learns the job from traces, not from prose,
+and a prompt of a few tokens leaves the chunk budget to the document."""
 
 
 def build_tiny_policy(folder: str | Path, *, seed: int = 0, vocab_size: int = 1024, hidden_size: int = 64) -> Path:

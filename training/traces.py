@@ -34,6 +34,8 @@ class TraceCall(BaseModel):
     policy_version: int
     latency_s: float
     text: str
+    reward: float | None = None
+    """The episode's reward, once scored (the same on every call of the episode)."""
 
 
 class TraceRecorder:
@@ -43,6 +45,7 @@ class TraceRecorder:
         self._lock = threading.Lock()
         self._calls: list[TraceCall] = []
         self._next_index: defaultdict[str, int] = defaultdict(int)
+        self._rewards: dict[str, float] = {}
 
     def record(self, **fields: object) -> TraceCall:
         """Add one call (every `TraceCall` field except ``call_index``, which is assigned here)."""
@@ -56,22 +59,32 @@ class TraceRecorder:
     @property
     def calls(self) -> list[TraceCall]:
         with self._lock:
-            return list(self._calls)
+            rewards = self._rewards
+            return [
+                c.model_copy(update={"reward": rewards[c.episode_id]}) if c.episode_id in rewards else c
+                for c in self._calls
+            ]
 
     def episode(self, episode_id: str) -> list[TraceCall]:
         """The calls of one episode, in call order."""
         return sorted((c for c in self.calls if c.episode_id == episode_id), key=lambda c: c.call_index)
 
+    def score(self, episode_id: str, reward: float) -> None:
+        """Attach the episode's reward to each of its calls (as `calls` returns them)."""
+        with self._lock:
+            self._rewards[episode_id] = reward
+
     def clear(self) -> None:
         with self._lock:
             self._calls.clear()
             self._next_index.clear()
+            self._rewards.clear()
 
 
-def write_jsonl(calls: Iterable[TraceCall], path: str | Path) -> Path:
-    """Write one JSON object per call."""
+def write_jsonl(calls: Iterable[TraceCall], path: str | Path, *, append: bool = False) -> Path:
+    """Write (or append) one JSON object per call."""
     path = Path(path)
-    with path.open("w", encoding="utf-8") as out:
+    with path.open("a" if append else "w", encoding="utf-8") as out:
         for call in calls:
             out.write(call.model_dump_json() + "\n")
     return path

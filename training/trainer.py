@@ -1,43 +1,101 @@
-"""One RL step of the memory policy, in-process: rollouts through the graph → rewards → advantages → update.
+"""The RL trainer: rollouts on Ray actors → verifiable rewards → group advantages → learner step → weight sync.
 
-For each question, ``group_size`` episodes are read by the *same* compiled MemAgent graph with the recording
-policy; the final answer's reward is the episode's reward, the group advantage is copied to every call of the
-episode (MemAgent's multi-conversation recipe), groups whose rewards are all equal are dropped (DAPO dynamic
-sampling), and the learner takes one step on the kept calls, then the rollout backend gets the new weights.
-This is the single-process step; the Ray trainer (rollout actors, object-store weight sync) is in progress.
+Each step takes the next ``questions_per_step`` tasks; every question is read ``group_size`` times through
+the *same* compiled MemAgent graph by the recording policy on the rollout workers (concurrently, batched);
+the final answer's reward is the episode's, its group advantage is copied to every call of the episode
+(MemAgent's multi-conversation recipe), groups whose rewards are all equal are dropped (DAPO dynamic
+sampling), the learner takes one step on the kept calls, and the workers get the new weights through Ray's
+object store. Metrics go to ``metrics.jsonl`` and TensorBoard in the run folder; checkpoints hold the
+weights (safetensors), optimiser, RNG, sampling counters and the data position, and resume exactly.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memagent_graph.agent import MemAgent
 from memagent_graph.config import MemAgentConfig, RetrySettings
-from memagent_graph.documents import TextDocument
 from memagent_graph.errors import ConfigError
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.prompts import PromptSet
+from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
-from memagent_graph.training.learner import LearnerConfig, TorchLearner, sync_weights
-from memagent_graph.training.recording import RecordingChatModel
+from memagent_graph.training.learner import LearnerConfig, TorchLearner, trainable_weights, with_lora
 from memagent_graph.training.rewards import get_reward
-from memagent_graph.training.traces import TraceRecorder
+from memagent_graph.training.rollout_worker import Episode
+from memagent_graph.training.tasks import Task, needle_tasks
+from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
+from memagent_graph.training.traces import TraceCall, write_jsonl
+from memagent_graph.training.worker_pool import WorkerPool
 
 
-class RLConfig(BaseModel):
-    """What one RL step does (defaults follow MemAgent: Dr.GRPO advantages, the strict boxed verifier)."""
+class LearnerSettings(BaseModel):
+    """The learner's optimiser and objective (see `LearnerConfig`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = Field(8, ge=1)
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    bf16_autocast: bool = False
+
+
+class LoraSettings(BaseModel):
+    """Train LoRA adapters (peft) instead of every weight."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(8, ge=1)
+    alpha: int = 16
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+class TaskSettings(BaseModel):
+    """Where questions come from: generated needle tasks (seeded; evaluation uses another seed)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["needle"] = "needle"
+    tokens: int = Field(200, ge=16, description="Document length in policy tokens.")
+    value_kind: Literal["word-number", "word"] = "word"
+    haystack: Literal["docs", "noise"] = "noise"
+    seed: int = 0
+    eval_seed: int = 1
+    eval_samples: int = Field(20, ge=1)
+
+
+class WarmStart(BaseModel):
+    """Supervised steps on teacher traces before RL (rejection sampling: only verified episodes are kept)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: int = Field(256, ge=1)
+    steps: int = Field(100, ge=0)
+    lr: float = Field(3e-3, gt=0)
+    batch_size: int = Field(16, ge=1)
+
+
+class RLConfig(BaseModel):
+    """Everything a training run does; load a YAML file with `RLConfig.from_yaml` (defaults follow MemAgent:
+    Dr.GRPO advantages, the strict boxed verifier, clip-higher)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str = Field("tiny", description='A Hugging Face model folder, or "tiny" to build a tiny Qwen2 here.')
+    tiny_hidden_size: int = 128
+    prompts: Literal["default", "tiny"] = "default"
     group_size: int = Field(4, ge=2, description="Episodes per question.")
+    questions_per_step: int = Field(4, ge=1)
+    steps: int = Field(10, ge=0)
     advantage: str = "dr_grpo"
     reward: str = "memagent_verifier"
     dynamic_sampling: bool = True
@@ -45,68 +103,164 @@ class RLConfig(BaseModel):
     chunk_tokens: int = 512
     memory_tokens: int = 64
     answer_tokens: int = 32
+    learner: LearnerSettings = LearnerSettings()
+    lora: LoraSettings | None = None
+    task: TaskSettings = TaskSettings()
+    warm_start: WarmStart | None = None
+    rollout_workers: int = Field(1, ge=1)
+    ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
+    eval_every: int = Field(0, ge=0, description="Greedy evaluation every N steps (0: only at the end).")
+    checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    save_traces: bool = Field(False, description="Append each step's scored calls to traces.jsonl.")
+    output_dir: str = "runs/memagent-rl"
+    seed: int = 0
 
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RLConfig:
+        """Load a config file; `ConfigError` names the file and each wrong field."""
+        import yaml
 
-@dataclass(frozen=True)
-class Task:
-    """A verifiable question about a document."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as error:
+            raise ConfigError(f"cannot read training config {path}: {error.strerror or error}") from None
+        except yaml.YAMLError as error:
+            raise ConfigError(f"training config {path} is not valid YAML: {error}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"training config {path} must be a mapping of settings, not {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise ConfigError(f"training config {path}: {problems}") from None
 
-    question: str
-    document: str
-    golds: list[str]
-
-
-class StepRunner:
-    """Runs RL steps with one rollout backend and one learner in this process; logs a JSON line per step."""
-
-    def __init__(
-        self,
-        rollout: Any,
-        learner: TorchLearner,
-        tokenizer: Tokenizer,
-        *,
-        config: RLConfig | None = None,
-        log_path: str | Path | None = None,
-    ) -> None:
-        self.rollout, self.learner, self.config = rollout, learner, config or RLConfig()
-        if learner.config.temperature != self.config.temperature:
-            raise ConfigError(
-                f"the learner's temperature ({learner.config.temperature}) must be the rollouts' "
-                f"({self.config.temperature}): log-probabilities are compared at one temperature"
-            )
-        self.recorder = TraceRecorder()
-        reading = MemAgentConfig(
-            chunk_tokens=self.config.chunk_tokens,
-            memory_tokens=self.config.memory_tokens,
-            answer_tokens=self.config.answer_tokens,
-            temperature=self.config.temperature,
-            top_p=1.0,  # the learner's log-probs are those of the full distribution
-            retries=RetrySettings(max_attempts=1),  # an empty memory is an outcome to learn from, not a fault
+    def reading(self) -> MemAgentConfig:
+        """How episodes read: this config's budgets and temperature, top-p off, no retries (an empty memory is
+        an outcome to learn from, not a fault)."""
+        return MemAgentConfig(
+            chunk_tokens=self.chunk_tokens,
+            memory_tokens=self.memory_tokens,
+            answer_tokens=self.answer_tokens,
+            temperature=self.temperature,
+            top_p=1.0,
+            retries=RetrySettings(max_attempts=1),
+            prompts=TINY_PROMPTS if self.prompts == "tiny" else PromptSet(),
         )
-        model = RecordingChatModel(rollout=rollout, recorder=self.recorder)
-        self.agent = MemAgent(model, config=reading, tokenizer=tokenizer)
-        self.log_path = Path(log_path) if log_path is not None else None
-        self.step_index = 0
 
-    def step(self, tasks: Sequence[Task]) -> dict[str, float]:
-        """Roll out ``group_size`` episodes per task, score, update, sync; return the step's metrics."""
+    def learner_config(self) -> LearnerConfig:
+        return LearnerConfig(**self.learner.model_dump(), temperature=self.temperature)
+
+
+class Trainer:
+    """Runs `RLConfig`: `fit` for the whole run, or `step` / `evaluate` / `save` / `restore` one at a time."""
+
+    def __init__(self, config: RLConfig, *, log: Callable[[str], None] | None = None) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.config, self.log = config, log or (lambda line: None)
+        self.output_dir = Path(config.output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.policy = self._policy_folder()
+        self.tokenizer = HuggingFaceTokenizer(self.policy / "tokenizer.json")
+        torch.manual_seed(config.seed)
+        model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
+        lora = config.lora.model_dump() if config.lora else None
+        if lora is not None:
+            model = with_lora(model, **lora)
+        self.learner = TorchLearner(model, config=config.learner_config(), pad_id=model.config.pad_token_id or 0)
+        self.workers = WorkerPool(
+            config.rollout_workers,
+            use_ray=config.ray,
+            policy=str(self.policy),
+            reading=config.reading(),
+            seed=config.seed,
+            lora=lora,
+        )
+        self.step_index, self.position, self.version = 0, 0, 0
+        self.workers.sync(trainable_weights(model), self.version)
+        self._tensorboard: Any = None
+
+    def _policy_folder(self) -> Path:
+        if self.config.policy != "tiny":
+            folder = Path(self.config.policy)
+            if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
+                raise ConfigError(
+                    f"policy {folder} is not a Hugging Face model folder (config.json and tokenizer.json)"
+                )
+            return folder
+        folder = self.output_dir / "base-policy"
+        if not (folder / "config.json").is_file():
+            build_tiny_policy(folder, seed=self.config.seed, hidden_size=self.config.tiny_hidden_size)
+        return folder
+
+    def tasks(self, start: int, count: int, *, evaluation: bool = False) -> list[Task]:
+        """Tasks ``start .. start+count`` of the training (or evaluation) stream: the same on every run."""
+        settings = self.config.task
+        base = settings.eval_seed if evaluation else settings.seed
+        return [
+            needle_tasks(
+                1,
+                tokens=settings.tokens,
+                tokenizer=self.tokenizer,
+                chunk_tokens=self.config.chunk_tokens,
+                seed=base * 1_000_003 + index,
+                value_kind=settings.value_kind,
+                haystack=settings.haystack,
+            )[0]
+            for index in range(start, start + count)
+        ]
+
+    def warm_start(self) -> dict[str, float]:
+        """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
+        from memagent_graph.testing import RuleMemoryModel
+        from memagent_graph.training.recording import TransformersRollout
+        from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
+
+        settings = self.config.warm_start
+        if settings is None or settings.steps == 0:
+            return {}
+        tiny = self.config.prompts == "tiny"
+        teacher = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}") if tiny else RuleMemoryModel()
+        tasks = self.tasks(10_000_000, settings.tasks)  # far past any RL step's tasks
+        calls = teacher_traces(
+            teacher,
+            TransformersRollout(str(self.policy)),
+            self.tokenizer,
+            tasks,
+            reading=self.config.reading(),
+            reward=self.config.reward,
+        )
+        kept = rejection_sample(calls)
+        sft = TorchLearner(
+            self.learner.model,
+            # imitation fits the policy's own distribution (temperature 1), whatever the rollouts sample at
+            config=LearnerConfig(**{**self.config.learner_config().__dict__, "lr": settings.lr, "temperature": 1.0}),
+            pad_id=self.learner.pad_id,
+        )
+        self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
+        history = fine_tune(sft, kept, steps=settings.steps, batch_size=settings.batch_size, seed=self.config.seed)
+        self.version += 1
+        self.workers.sync(trainable_weights(self.learner.model), self.version)
+        return {"warm_start_loss": history[-1]["loss"], "warm_start_calls": float(len(kept))}
+
+    def step(self) -> dict[str, float]:
+        """One RL step on the next tasks; returns (and logs) its metrics."""
         config, started = self.config, time.perf_counter()
-        self.recorder.clear()
-        episodes: list[tuple[str, int, Task]] = []
-        for group, task in enumerate(tasks):
-            for member in range(config.group_size):
-                episode = f"s{self.step_index}-q{group}-e{member}"
-                metadata = {"episode_id": episode, "group_id": f"s{self.step_index}-q{group}"}
-                self.agent.invoke(task.question, TextDocument(task.document), config={"metadata": metadata})
-                episodes.append((episode, group, task))
+        tasks = self.tasks(self.position, config.questions_per_step)
+        episodes = [
+            Episode(f"s{self.step_index}-q{group}-e{member}", f"s{self.step_index}-q{group}", task)
+            for group, task in enumerate(tasks)
+            for member in range(config.group_size)
+        ]
+        recorded = self.workers.run(episodes)
         rollout_s = time.perf_counter() - started
+        traces = _by_episode(recorded, episodes)
         reward_fn = get_reward(config.reward)
-        traces = [self.recorder.episode(episode) for episode, _, _ in episodes]
-        answers = [calls[-1].text for calls in traces]  # the final_answer call's reply
         rewards = torch.tensor(
-            [reward_fn(answer, task.golds) for answer, (_, _, task) in zip(answers, episodes, strict=True)]
+            [reward_fn(calls[-1].text, e.task.golds) for calls, e in zip(traces, episodes, strict=False)]
         )
-        groups = torch.tensor([group for _, group, _ in episodes])
+        groups = torch.tensor([index // config.group_size for index in range(len(episodes))])
         advantages = get_advantage_estimator(config.advantage)(rewards, groups)
         keep = informative_groups(rewards, groups) if config.dynamic_sampling else torch.ones_like(groups, dtype=bool)
         kept = [index for index in range(len(episodes)) if keep[index]]
@@ -117,67 +271,143 @@ class StepRunner:
         if calls:
             stats = self.learner.update(calls, broadcast_to_calls(advantages, call_episode).tolist())
         learn_s, sync_started = time.perf_counter() - learn_started, time.perf_counter()
-        version = sync_weights(self.learner, self.rollout) if calls else self.rollout.policy_version
+        if calls:
+            self.version += 1
+            self.workers.sync(trainable_weights(self.learner.model), self.version)
+        sync_s = time.perf_counter() - sync_started
+        if config.save_traces:
+            scored = [
+                c.model_copy(update={"reward": float(rewards[i])}) for i in range(len(episodes)) for c in traces[i]
+            ]
+            write_jsonl(scored, self.output_dir / "traces.jsonl", append=True)
         response_tokens = sum(len(c.response_ids) for episode in traces for c in episode)
         metrics = {
             "step": self.step_index,
             "reward": float(rewards.mean()),
             "accuracy": float((rewards >= 1.0).float().mean()),
             "kept_episodes": len(kept),
+            "episodes": len(episodes),
             "calls_trained": len(calls),
-            "response_length": response_tokens / max(sum(len(e) for e in traces), 1),
-            "policy_version": version,
+            "response_length": response_tokens / max(len(recorded), 1),
+            "policy_version": self.version,
             "rollout_tokens_per_s": response_tokens / rollout_s,
+            "learner_tokens_per_s": stats.get("tokens", 0.0) / learn_s if calls else 0.0,
             "rollout_s": rollout_s,
             "learn_s": learn_s,
-            "sync_s": time.perf_counter() - sync_started,
+            "sync_s": sync_s,
             **{key: value for key, value in stats.items() if key != "tokens"},
         }
         self.step_index += 1
-        if self.log_path is not None:
-            with self.log_path.open("a", encoding="utf-8") as log:
-                log.write(json.dumps(metrics) + "\n")
+        self.position += config.questions_per_step
+        self._record(metrics)
         return metrics
 
+    def evaluate(self) -> dict[str, float]:
+        """Greedy accuracy on the evaluation tasks (never trained on)."""
+        tasks = self.tasks(0, self.config.task.eval_samples, evaluation=True)
+        episodes = [Episode(f"eval-{i}", f"eval-{i}", task) for i, task in enumerate(tasks)]
+        traces = _by_episode(self.workers.run(episodes, greedy=True), episodes)
+        reward_fn = get_reward(self.config.reward)
+        scores = [reward_fn(calls[-1].text, e.task.golds) for calls, e in zip(traces, episodes, strict=False)]
+        metrics = {"step": self.step_index, "eval_reward": sum(scores) / len(scores)}
+        self._record(metrics)
+        return metrics
+
+    def fit(
+        self,
+        on_step: Callable[[dict[str, float]], None] | None = None,
+        on_eval: Callable[[dict[str, float]], None] | None = None,
+    ) -> list[dict[str, float]]:
+        """Warm start (on a fresh run), then RL steps up to ``steps`` with periodic evaluation and checkpoints;
+        ends with an evaluation and a checkpoint in ``output_dir/checkpoint``."""
+        config, history = self.config, []
+
+        def evaluate() -> None:
+            history.append(self.evaluate())
+            if on_eval is not None:
+                on_eval(history[-1])
+
+        if self.step_index == 0 and self.version == 0:
+            self.warm_start()
+            evaluate()
+        while self.step_index < config.steps:
+            history.append(self.step())
+            if on_step is not None:
+                on_step(history[-1])
+            if config.eval_every and self.step_index % config.eval_every == 0 and self.step_index < config.steps:
+                evaluate()
+            if config.checkpoint_every and self.step_index % config.checkpoint_every == 0:
+                self.save(self.output_dir / "checkpoint")
+        evaluate()
+        self.save(self.output_dir / "checkpoint")
+        return history
+
+    def _record(self, metrics: dict[str, float]) -> None:
+        with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as log:
+            log.write(json.dumps(metrics) + "\n")
+        if self._tensorboard is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tensorboard = SummaryWriter(str(self.output_dir / "tensorboard"))
+        for key, value in metrics.items():
+            if key != "step":
+                self._tensorboard.add_scalar(key, value, int(metrics["step"]))
+        self._tensorboard.flush()
+
     def save(self, folder: str | Path) -> Path:
-        """Checkpoint everything the next step depends on: policy weights (safetensors), optimiser state,
-        torch RNG, the rollout's sampling counter and the step index. `restore` continues exactly."""
+        """Checkpoint everything the next step depends on; `restore` continues exactly."""
         from safetensors.torch import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file(self.learner.state_dict(), str(folder / "model.safetensors"))
+        save_file(trainable_weights(self.learner.model), str(folder / "policy.safetensors"))
         torch.save(
             {"optimizer": self.learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state()},
             folder / "trainer_state.pt",
         )
         position = {
             "step": self.step_index,
-            "policy_version": self.rollout.policy_version,
-            "rollout_calls": self.rollout.sampled_calls,
-            "config": self.config.model_dump(),
+            "data_position": self.position,
+            "policy_version": self.version,
+            "workers": self.workers.sampling_states(),
+            "config": self.config.model_dump(mode="json", exclude={"steps", "output_dir"}),
         }
         (folder / "position.json").write_text(json.dumps(position, indent=2) + "\n")
         return folder
 
     def restore(self, folder: str | Path) -> None:
-        """Load a checkpoint written by `save` into this runner (same policy architecture and config)."""
+        """Load a checkpoint written by `save` (same policy and config, except ``steps`` and ``output_dir``)."""
         from safetensors.torch import load_file
 
         folder = Path(folder)
+        if not (folder / "position.json").is_file():
+            raise ConfigError(f"{folder} is not a training checkpoint (no position.json)")
         position = json.loads((folder / "position.json").read_text())
-        if position["config"] != self.config.model_dump():
-            raise ConfigError(f"checkpoint {folder} was written with another RLConfig; resume with the same one")
-        self.learner.model.load_state_dict(load_file(str(folder / "model.safetensors")))
+        if position["config"] != self.config.model_dump(mode="json", exclude={"steps", "output_dir"}):
+            raise ConfigError(f"checkpoint {folder} was written with another config; resume with the same one")
+        weights = load_file(str(folder / "policy.safetensors"))
+        self.learner.model.load_state_dict(weights, strict=False)
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
         self.learner.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
-        self.rollout.model.load_state_dict(self.learner.state_dict())
-        self.rollout.policy_version = position["policy_version"]
-        self.rollout.sampled_calls = position["rollout_calls"]
-        self.step_index = position["step"]
+        self.step_index, self.position, self.version = (
+            position["step"],
+            position["data_position"],
+            position["policy_version"],
+        )
+        self.workers.sync(weights, self.version)
+        self.workers.restore_sampling_states(position["workers"])
+
+    def close(self) -> None:
+        """Stop the rollout workers and flush the logs."""
+        self.workers.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
 
-def learner_for(rollout: Any, config: LearnerConfig | None = None) -> TorchLearner:
-    """A learner on a copy of the rollout backend's model (they share nothing until a weight sync)."""
-    return TorchLearner(copy.deepcopy(rollout.model), config=config, pad_id=rollout.tokenizer.pad_token_id)
+def _by_episode(calls: list[TraceCall], episodes: list[Episode]) -> list[list[TraceCall]]:
+    """Each episode's calls in call order (the last is the final answer)."""
+    grouped: dict[str, list[TraceCall]] = {e.episode_id: [] for e in episodes}
+    for call in calls:
+        grouped[call.episode_id].append(call)
+    return [sorted(grouped[e.episode_id], key=lambda c: c.call_index) for e in episodes]

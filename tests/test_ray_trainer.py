@@ -1,0 +1,74 @@
+"""The trainer on a local Ray cluster: rollout actors in parallel, weight sync, a killed actor restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.tiny_policy import build_tiny_policy
+from memagent_graph.training.trainer import RLConfig, Trainer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory, ray_cluster):
+    register_reward("test_parity")(lambda reply, golds: float(len(reply) % 2))
+    policy = build_tiny_policy(tmp_path_factory.mktemp("policy"), seed=0, hidden_size=32)
+    yield RLConfig(
+        policy=str(policy),
+        prompts="tiny",
+        chunk_tokens=128,
+        memory_tokens=12,
+        answer_tokens=8,
+        group_size=3,
+        questions_per_step=2,
+        steps=3,
+        eval_every=2,
+        reward="test_parity",
+        dynamic_sampling=False,
+        rollout_workers=2,
+        ray=True,
+        task={"eval_samples": 2},
+        learner={"lr": 1e-3},
+    )
+    del REWARDS["test_parity"]
+
+
+def test_three_steps_end_to_end_on_two_rollout_actors(config, tmp_path):
+    trainer = Trainer(config.model_copy(update={"output_dir": str(tmp_path)}))
+    try:
+        assert len(set(trainer.workers.pids()) | {os.getpid()}) == 3  # two actor processes besides this one
+        history = trainer.fit()
+        steps = [m for m in history if "reward" in m]
+        assert [m["step"] for m in steps] == [0, 1, 2]
+        assert all(m["episodes"] == 6 and m["calls_trained"] > 0 for m in steps)
+        assert [m["step"] for m in history if "eval_reward" in m] == [0, 2, 3]
+        assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [3, 3]
+        assert (tmp_path / "checkpoint" / "policy.safetensors").is_file()
+    finally:
+        trainer.close()
+
+
+def test_a_killed_rollout_actor_is_restarted_and_its_episodes_read_again(config, tmp_path):
+    trainer = Trainer(config.model_copy(update={"output_dir": str(tmp_path)}))
+    try:
+        trainer.step()
+        os.kill(trainer.workers.pids()[0], signal.SIGKILL)
+        metrics = trainer.step()
+        assert trainer.workers.restarts == 1
+        assert metrics["episodes"] == 6 and metrics["calls_trained"] > 0
+        assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [2, 2]
+    finally:
+        trainer.close()

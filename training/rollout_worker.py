@@ -1,0 +1,100 @@
+"""A rollout worker: reads episodes through the MemAgent graph with the recording policy, all at once.
+
+The body of a Ray rollout actor (`ray.remote(RolloutWorker)`), and usable in-process as it is. Its episodes
+read concurrently, one thread each, and their model calls are batched into one `generate` per round
+(`BatchingRollout`). Weights arrive from the learner with `load_weights` (through Ray's object store when
+remote).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memagent_graph.agent import MemAgent
+from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents import TextDocument
+from memagent_graph.state import RunSettings
+from memagent_graph.tokenization import HuggingFaceTokenizer
+from memagent_graph.training.batching import BatchingRollout
+from memagent_graph.training.learner import load_trainable_weights, with_lora
+from memagent_graph.training.recording import RecordingChatModel, TransformersRollout
+from memagent_graph.training.tasks import Task
+from memagent_graph.training.traces import TraceCall, TraceRecorder
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One read to roll out: its ids and its task."""
+
+    episode_id: str
+    group_id: str
+    task: Task
+
+
+class RolloutWorker:
+    """Rolls out episodes of one policy (see module doc); ``lora`` wraps it like the learner's."""
+
+    def __init__(
+        self,
+        policy: str | Path,
+        *,
+        reading: MemAgentConfig,
+        seed: int,
+        lora: dict[str, Any] | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        backend = TransformersRollout(str(policy), seed=seed)
+        if lora is not None:
+            backend.model = with_lora(backend.model, **lora).eval()
+        self.rollout = BatchingRollout(backend)
+        self.recorder = TraceRecorder()
+        tokenizer = HuggingFaceTokenizer(Path(policy) / "tokenizer.json")
+        model = RecordingChatModel(rollout=self.rollout, recorder=self.recorder)
+        self.agent = MemAgent(model, config=reading, tokenizer=tokenizer)
+
+    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[TraceCall]:
+        """Read every episode (concurrently, batched); return their recorded calls."""
+        self.recorder.clear()
+        self.rollout.expect([episode.episode_id for episode in episodes])
+        settings = RunSettings(temperature=0.0) if greedy else None
+        with ThreadPoolExecutor(max_workers=max(len(episodes), 1)) as pool:
+            list(pool.map(lambda episode: self._read(episode, settings), episodes))
+        return self.recorder.calls
+
+    def _read(self, episode: Episode, settings: RunSettings | None) -> None:
+        metadata = {"episode_id": episode.episode_id, "group_id": episode.group_id}
+        with self.rollout.episode(episode.episode_id):
+            self.agent.invoke(
+                episode.task.question,
+                TextDocument(episode.task.document),
+                settings=settings,
+                config={"metadata": metadata},
+            )
+
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> int:
+        """Take the learner's trainable weights as policy ``version``."""
+        load_trainable_weights(self.rollout.model, weights)
+        self.rollout.backend.policy_version = version
+        return version
+
+    def sampling_state(self) -> dict[str, int]:
+        """What a checkpoint needs to continue this worker's sampling exactly."""
+        return {"sampled_calls": self.rollout.sampled_calls, "policy_version": self.rollout.policy_version}
+
+    def restore_sampling_state(self, state: dict[str, int]) -> None:
+        """Continue from `sampling_state` (after `load_weights`)."""
+        self.rollout.backend.sampled_calls = state["sampled_calls"]
+        self.rollout.backend.policy_version = state["policy_version"]
+
+    def pid(self) -> int:
+        """The worker's process id (tests kill it to check that the trainer restarts it)."""
+        return os.getpid()

@@ -1,0 +1,84 @@
+"""Supervised fine-tuning on rewarded traces (rejection sampling).
+
+A teacher — any chat model, e.g. a large model behind an endpoint or `RuleMemoryModel` on synthetic tasks —
+reads tasks through the same MemAgent graph while the policy's tokens of its replies are recorded
+(`teacher_traces`); only episodes whose final answer verifies are kept (`rejection_sample`); the policy then
+imitates them (`fine_tune`: mean token negative log-likelihood of every kept call, shuffled mini-batches).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from memagent_graph.agent import MemAgent
+from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents import TextDocument
+from memagent_graph.errors import ConfigError
+from memagent_graph.tokenization import Tokenizer
+from memagent_graph.training.learner import TorchLearner
+from memagent_graph.training.recording import RecordingChatModel
+from memagent_graph.training.rewards import get_reward
+from memagent_graph.training.tasks import Task
+from memagent_graph.training.traces import TraceCall, TraceRecorder
+
+
+def teacher_traces(
+    teacher: BaseChatModel,
+    rollout: Any,
+    tokenizer: Tokenizer,
+    tasks: Sequence[Task],
+    *,
+    reading: MemAgentConfig,
+    reward: str = "memagent_verifier",
+) -> list[TraceCall]:
+    """Read each task with ``teacher`` writing the replies; every call recorded in the policy's tokens and
+    scored with the episode's ``reward``."""
+    recorder = TraceRecorder()
+    model = RecordingChatModel(rollout=rollout, recorder=recorder, teacher=teacher)
+    agent = MemAgent(model, config=reading, tokenizer=tokenizer)
+    reward_fn = get_reward(reward)
+    for index, task in enumerate(tasks):
+        episode = f"teacher-{index}"
+        metadata = {"episode_id": episode, "group_id": episode}
+        agent.invoke(task.question, TextDocument(task.document), config={"metadata": metadata})
+        recorder.score(episode, reward_fn(recorder.episode(episode)[-1].text, task.golds))
+    return recorder.calls
+
+
+def rejection_sample(calls: Sequence[TraceCall], *, min_reward: float = 1.0) -> list[TraceCall]:
+    """The calls of episodes whose reward is at least ``min_reward``."""
+    unscored = sorted({c.episode_id for c in calls if c.reward is None})
+    if unscored:
+        raise ConfigError(
+            f"{len(unscored)} episodes have no reward (first: {unscored[0]!r}); rejection sampling needs "
+            "scored traces, as `teacher_traces` and `memagent train rl --save-traces` write them"
+        )
+    return [c for c in calls if c.reward is not None and c.reward >= min_reward]
+
+
+def fine_tune(
+    learner: TorchLearner,
+    calls: Sequence[TraceCall],
+    *,
+    steps: int,
+    batch_size: int = 16,
+    seed: int = 0,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """``steps`` supervised steps on mini-batches of ``calls`` drawn in seeded shuffled passes."""
+    if not calls:
+        raise ConfigError("no traces to fine-tune on: every episode was rejected (lower --min-reward?)")
+    rng, order, history = random.Random(seed), [], []
+    for step in range(steps):
+        if len(order) < batch_size:
+            order += rng.sample(range(len(calls)), len(calls))
+        batch, order = [calls[i] for i in order[:batch_size]], order[batch_size:]
+        stats = learner.sft_update(batch)
+        history.append(stats)
+        if on_step is not None:
+            on_step(step, stats)
+    return history

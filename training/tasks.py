@@ -1,0 +1,55 @@
+"""Verifiable training tasks: a question, a document and its gold answers, generated offline from a seed.
+
+`needle_tasks` plants one fact per document (see `memagent_graph.haystack`) and keeps only documents whose
+needle sits wholly inside one chunk, so a perfect reader can always answer (a needle cut in two by a chunk
+boundary is unanswerable and would only add noise to the reward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from memagent_graph.chunking import chunk_document
+from memagent_graph.documents import TextDocument
+from memagent_graph.haystack import NeedleTask, needle_document
+from memagent_graph.tokenization import Tokenizer
+
+
+@dataclass(frozen=True)
+class Task:
+    """A verifiable question about a document."""
+
+    question: str
+    document: str
+    golds: list[str]
+
+
+def needle_tasks(
+    count: int,
+    *,
+    tokens: int,
+    tokenizer: Tokenizer,
+    chunk_tokens: int,
+    seed: int = 0,
+    value_kind: Literal["word-number", "word"] = "word-number",
+    haystack: Literal["docs", "noise"] = "docs",
+) -> list[Task]:
+    """``count`` needle tasks of about ``tokens`` tokens each, reproducible from ``seed``."""
+    tasks: list[Task] = []
+    attempt = 0
+    while len(tasks) < count:
+        needle = needle_document(
+            tokens=tokens, tokenizer=tokenizer, seed=seed * 100_003 + attempt, value_kind=value_kind, haystack=haystack
+        )
+        attempt += 1
+        if not _straddles(needle, tokenizer, chunk_tokens):
+            tasks.append(Task(needle.question, needle.text, [needle.answer]))
+    return tasks
+
+
+def _straddles(needle: NeedleTask, tokenizer: Tokenizer, chunk_tokens: int) -> bool:
+    """Whether no single chunk of the document holds the whole needle sentence."""
+    sentence = next(line for line in needle.text.split("\n\n") if needle.answer in line)
+    chunked = chunk_document(TextDocument(needle.text), tokenizer, chunk_tokens)
+    return not any(sentence in chunked.chunk_text(index) for index in range(chunked.num_chunks))
