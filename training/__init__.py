@@ -1,7 +1,9 @@
 """Training the memory policy from the graph's own traces.
 
-`rewards` (verifiable rewards), `algorithms` (RL objectives, pure torch), `traces` (the trace schema),
-`recording` (the recording policy over a rollout backend), `learner` (the torch learner and weight sync),
-`trainer` (one in-process RL step), `tiny_policy` (a tiny local Qwen2). The Ray trainer is in progress.
+`tasks` (generated verifiable tasks), `rewards` (verifiable rewards), `algorithms` (RL objectives, pure
+torch), `traces` (the trace schema), `recording` (the recording policy over a rollout backend), `batching`
+(one generate per round of concurrent episodes), `rollout_worker` / `worker_pool` (Ray rollout actors and
+weight sync), `learner` (the torch learner), `trainer` (`RLConfig`, `Trainer`), `sft` (rejection-sampled
+SFT), `cli` (`memagent train`), `tiny_policy` (a tiny local Qwen2).
 Import the submodules directly: nothing here imports torch until they are.
 """

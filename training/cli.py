@@ -15,6 +15,7 @@ def add_train_commands(commands: argparse._SubParsersAction) -> None:
     rl = kinds.add_parser("rl", help="RL (GRPO/DAPO) on generated tasks, rollouts on Ray actors")
     rl.add_argument("--config", required=True, help="YAML file of RLConfig settings (see examples/train_tiny.yaml)")
     rl.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
+    rl.add_argument("--output-dir", help="write the run here instead of the config's output_dir")
     sft = kinds.add_parser("sft", help="supervised fine-tuning on rewarded traces (rejection sampling)")
     sft.add_argument("--traces", required=True, help="scored traces (.jsonl or .parquet), e.g. from save_traces")
     sft.add_argument("--policy", required=True, help="the Hugging Face model folder the traces were tokenized for")
@@ -35,6 +36,8 @@ def _train_rl(args: argparse.Namespace) -> int:
     from memagent_graph.training.trainer import RLConfig, Trainer
 
     config = RLConfig.from_yaml(args.config)
+    if args.output_dir:
+        config = config.model_copy(update={"output_dir": args.output_dir})
     trainer = Trainer(config, log=lambda line: print(line, flush=True))
     try:
         checkpoint = Path(config.output_dir) / "checkpoint"
@@ -48,9 +51,13 @@ def _train_rl(args: argparse.Namespace) -> int:
             f"{config.group_size} episodes on {config.rollout_workers} rollout worker(s); logs in {config.output_dir}",
             flush=True,
         )
-        trainer.fit(on_step=_print_step, on_eval=_print_eval)
+        history = trainer.fit(on_step=_print_step, on_eval=_print_eval)
     finally:
         trainer.close()
+    rewards = [metrics["reward"] for metrics in history if "reward" in metrics]
+    if len(rewards) >= 10:
+        first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+        print(f"mean reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}", flush=True)
     print(f"checkpoint: {checkpoint}; metrics: {Path(config.output_dir) / 'metrics.jsonl'}", flush=True)
     return 0
 
