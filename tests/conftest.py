@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from memagent_graph.haystack import haystack_paragraphs, needle_document
@@ -40,3 +42,13 @@ def vllm_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with VLLMServer(log_file=log) as server:
         yield server
+
+
+@pytest.fixture
+def restore_logging():
+    """`main` configures the process's loggers, as a console script should; undo that after the test."""
+    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate

@@ -6,7 +6,6 @@ server; `test_cli.py` checks the same paths through real subprocesses.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from memagent_graph.errors import (
 )
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 from memagent_graph.testing import RuleMemoryModel
+
+pytestmark = pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
 
 BUDGET = {"chunk_tokens": 300, "memory_tokens": 100, "answer_tokens": 30}
 
@@ -104,16 +105,6 @@ def tokenizer_file(tokenizer, tmp_path_factory) -> Path:
 def server():
     with SimulatedOpenAIServer() as running:
         yield running
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """`main` configures the process's loggers, as a console script should; undo that after each test."""
-    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
-    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
-    yield
-    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
 
 
 def _skip_unreadable_as_root(name: str) -> None:

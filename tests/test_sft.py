@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 
 import pytest
 
@@ -19,18 +18,10 @@ from memagent_graph.training.tasks import needle_tasks
 from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
 from memagent_graph.training.traces import write_jsonl
 
+pytestmark = pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
+
 READING = MemAgentConfig(prompts=TINY_PROMPTS, chunk_tokens=128, memory_tokens=16, answer_tokens=12, top_p=1.0)
 TEACHER = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}")
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """`main` configures the process's loggers, as a console script should; undo that after each test."""
-    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
-    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
-    yield
-    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
 
 
 @pytest.fixture(scope="module")

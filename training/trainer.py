@@ -11,6 +11,7 @@ weights (safetensors), optimiser, RNG, sampling counters and the data position, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -25,7 +26,13 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
 from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
-from memagent_graph.training.learner import LearnerConfig, TorchLearner, trainable_weights, with_lora
+from memagent_graph.training.learner import (
+    LearnerConfig,
+    TorchLearner,
+    load_trainable_weights,
+    trainable_weights,
+    with_lora,
+)
 from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rollout_worker import Episode
 from memagent_graph.training.tasks import Task, needle_tasks
@@ -235,7 +242,7 @@ class Trainer:
         sft = TorchLearner(
             self.learner.model,
             # imitation fits the policy's own distribution (temperature 1), whatever the rollouts sample at
-            config=LearnerConfig(**{**self.config.learner_config().__dict__, "lr": settings.lr, "temperature": 1.0}),
+            config=dataclasses.replace(self.config.learner_config(), lr=settings.lr, temperature=1.0),
             pad_id=self.learner.pad_id,
         )
         self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
@@ -386,7 +393,7 @@ class Trainer:
         if position["config"] != self.config.model_dump(mode="json", exclude={"steps", "output_dir"}):
             raise ConfigError(f"checkpoint {folder} was written with another config; resume with the same one")
         weights = load_file(str(folder / "policy.safetensors"))
-        self.learner.model.load_state_dict(weights, strict=False)
+        load_trainable_weights(self.learner.model, weights)
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
         self.learner.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])

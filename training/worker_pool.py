@@ -59,8 +59,9 @@ class WorkerPool:
 
     def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[TraceCall]:
         """Read ``episodes`` across the workers; their calls, in episode order of the shards."""
-        groups = sorted({episode.group_id for episode in episodes}, key=[e.group_id for e in episodes].index)
-        shards = [[e for e in episodes if groups.index(e.group_id) % self.count == rank] for rank in range(self.count)]
+        groups = dict.fromkeys(episode.group_id for episode in episodes)  # in order of appearance
+        rank_of = {group: index % self.count for index, group in enumerate(groups)}
+        shards = [[e for e in episodes if rank_of[e.group_id] == rank] for rank in range(self.count)]
         pending = [
             self._call(w, "run", shard, greedy=greedy) if shard else None
             for w, shard in zip(self.workers, shards, strict=False)
