@@ -22,6 +22,7 @@ def test_the_readme_training_command_raises_the_reward_on_two_chunk_needles(tmp_
     steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rewards = [step["reward"] for step in steps if "reward" in step]
     assert len(rewards) == 30 and "step  30  reward" in done.stdout
+    assert (tmp_path / "reward.png").stat().st_size > 10_000  # the curves, drawn at the end
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     # after the short warm start the policy rarely answers right when sampling; RL must lift it at least 2.5x,
     # past 0.08 (measured: 0.028 -> 0.113 over steps 1-5 -> 26-30)

@@ -58,7 +58,11 @@ def _train_rl(args: argparse.Namespace) -> int:
     if len(rewards) >= 10:
         first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
         print(f"mean reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}", flush=True)
-    print(f"checkpoint: {checkpoint}; metrics: {Path(config.output_dir) / 'metrics.jsonl'}", flush=True)
+    from memagent_graph.training.plots import plot_training
+
+    metrics = Path(config.output_dir) / "metrics.jsonl"
+    plot = plot_training(metrics, Path(config.output_dir) / "reward.png", title=f"memagent train rl: {args.config}")
+    print(f"checkpoint: {checkpoint}; metrics: {metrics}; plot: {plot}", flush=True)
     return 0
 
 
