@@ -166,10 +166,6 @@ class TorchLearner:
             logits = response_logits(self.reference, packed) / self.config.temperature
         return torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """All of the policy's weights, detached (what a checkpoint saves)."""
-        return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
-
 
 def trainable_weights(model: Any) -> dict[str, torch.Tensor]:
     """The weights a step changes (all of them, or only the LoRA adapters): what a weight sync sends."""
@@ -188,10 +184,3 @@ def with_lora(model: Any, *, rank: int, alpha: int, target_modules: Sequence[str
     from peft import LoraConfig, get_peft_model
 
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules)))
-
-
-def sync_weights(learner: TorchLearner, rollout: Any) -> int:
-    """Copy the learner's weights into an in-process rollout backend and bump its policy version."""
-    load_trainable_weights(rollout.model, trainable_weights(learner.model))
-    rollout.policy_version += 1
-    return rollout.policy_version

@@ -61,14 +61,14 @@ class RolloutWorker:
         model = RecordingChatModel(rollout=self.rollout, recorder=self.recorder)
         self.agent = MemAgent(model, config=reading, tokenizer=tokenizer)
 
-    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[TraceCall]:
-        """Read every episode (concurrently, batched); return their recorded calls."""
+    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[list[TraceCall]]:
+        """Read every episode (concurrently, batched); return each one's calls in call order."""
         self.recorder.clear()
         self.rollout.expect([episode.episode_id for episode in episodes])
         settings = RunSettings(temperature=0.0) if greedy else None
         with ThreadPoolExecutor(max_workers=max(len(episodes), 1)) as pool:
             list(pool.map(lambda episode: self._read(episode, settings), episodes))
-        return self.recorder.calls
+        return [self.recorder.episode(episode.episode_id) for episode in episodes]
 
     def _read(self, episode: Episode, settings: RunSettings | None) -> None:
         metadata = {"episode_id": episode.episode_id, "group_id": episode.group_id}

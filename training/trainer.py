@@ -220,6 +220,8 @@ class Trainer:
 
     def warm_start(self) -> dict[str, float]:
         """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
+        from transformers import AutoTokenizer
+
         from memagent_graph.testing import RuleMemoryModel
         from memagent_graph.training.recording import TransformersRollout
         from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
@@ -230,9 +232,10 @@ class Trainer:
         tiny = self.config.prompts == "tiny"
         teacher = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}") if tiny else RuleMemoryModel()
         tasks = self.tasks(10_000_000, settings.tasks)  # far past any RL step's tasks
-        calls = teacher_traces(
+        tokens = TransformersRollout(self.learner.model, AutoTokenizer.from_pretrained(str(self.policy)))
+        calls = teacher_traces(  # the teacher writes every reply: the policy only tokenizes them
             teacher,
-            TransformersRollout(str(self.policy)),
+            tokens,
             self.tokenizer,
             tasks,
             reading=self.config.reading(),
@@ -260,13 +263,9 @@ class Trainer:
             for group, task in enumerate(tasks)
             for member in range(config.group_size)
         ]
-        recorded = self.workers.run(episodes)
+        traces = self.workers.run(episodes)
         rollout_s = time.perf_counter() - started
-        traces = _by_episode(recorded, episodes)
-        reward_fn = get_reward(config.reward)
-        rewards = torch.tensor(
-            [reward_fn(calls[-1].text, e.task.golds) for calls, e in zip(traces, episodes, strict=False)]
-        )
+        rewards = torch.tensor(self._score(traces, episodes))
         groups = torch.tensor([index // config.group_size for index in range(len(episodes))])
         advantages = get_advantage_estimator(config.advantage)(rewards, groups)
         keep = informative_groups(rewards, groups) if config.dynamic_sampling else torch.ones_like(groups, dtype=bool)
@@ -295,7 +294,7 @@ class Trainer:
             "kept_episodes": len(kept),
             "episodes": len(episodes),
             "calls_trained": len(calls),
-            "response_length": response_tokens / max(len(recorded), 1),
+            "response_length": response_tokens / max(sum(len(episode) for episode in traces), 1),
             "policy_version": self.version,
             "rollout_tokens_per_s": response_tokens / rollout_s,
             "learner_tokens_per_s": stats.get("tokens", 0.0) / learn_s if calls else 0.0,
@@ -309,13 +308,16 @@ class Trainer:
         self._record(metrics)
         return metrics
 
+    def _score(self, traces: list[list[TraceCall]], episodes: list[Episode]) -> list[float]:
+        """Each episode's reward: its final answer (the last call) against the task's golds."""
+        reward_fn = get_reward(self.config.reward)
+        return [reward_fn(calls[-1].text, episode.task.golds) for calls, episode in zip(traces, episodes, strict=True)]
+
     def evaluate(self) -> dict[str, float]:
         """Greedy accuracy on the evaluation tasks (never trained on)."""
         tasks = self.tasks(0, self.config.task.eval_samples, evaluation=True)
         episodes = [Episode(f"eval-{i}", f"eval-{i}", task) for i, task in enumerate(tasks)]
-        traces = _by_episode(self.workers.run(episodes, greedy=True), episodes)
-        reward_fn = get_reward(self.config.reward)
-        scores = [reward_fn(calls[-1].text, e.task.golds) for calls, e in zip(traces, episodes, strict=False)]
+        scores = self._score(self.workers.run(episodes, greedy=True), episodes)
         metrics = {"step": self.step_index, "eval_reward": sum(scores) / len(scores)}
         self._record(metrics)
         return metrics
@@ -410,11 +412,3 @@ class Trainer:
         self.workers.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
-
-
-def _by_episode(calls: list[TraceCall], episodes: list[Episode]) -> list[list[TraceCall]]:
-    """Each episode's calls in call order (the last is the final answer)."""
-    grouped: dict[str, list[TraceCall]] = {e.episode_id: [] for e in episodes}
-    for call in calls:
-        grouped[call.episode_id].append(call)
-    return [sorted(grouped[e.episode_id], key=lambda c: c.call_index) for e in episodes]

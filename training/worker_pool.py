@@ -57,8 +57,8 @@ class WorkerPool:
 
         return ray.get(pending)
 
-    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[TraceCall]:
-        """Read ``episodes`` across the workers; their calls, in episode order of the shards."""
+    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[list[TraceCall]]:
+        """Read ``episodes`` across the workers; each episode's calls in call order, in the order given."""
         groups = dict.fromkeys(episode.group_id for episode in episodes)  # in order of appearance
         rank_of = {group: index % self.count for index, group in enumerate(groups)}
         shards = [[e for e in episodes if rank_of[e.group_id] == rank] for rank in range(self.count)]
@@ -66,13 +66,15 @@ class WorkerPool:
             self._call(w, "run", shard, greedy=greedy) if shard else None
             for w, shard in zip(self.workers, shards, strict=False)
         ]
-        calls: list[TraceCall] = []
+        traces: dict[str, list[TraceCall]] = {}
         for rank, (shard, result) in enumerate(zip(shards, pending, strict=True)):
             if result is not None:
-                calls += self._gather(rank, shard, result, greedy)
-        return calls
+                traces.update(
+                    zip((e.episode_id for e in shard), self._gather(rank, shard, result, greedy), strict=True)
+                )
+        return [traces[episode.episode_id] for episode in episodes]
 
-    def _gather(self, rank: int, shard: list[Episode], pending: Any, greedy: bool) -> list[TraceCall]:
+    def _gather(self, rank: int, shard: list[Episode], pending: Any, greedy: bool) -> list[list[TraceCall]]:
         if not self.use_ray:
             return pending
         import ray
