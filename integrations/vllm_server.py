@@ -103,6 +103,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def vllm_cpu_environment(*, kv_cache_gb: int = 1) -> dict[str, str]:
+    """This process's environment plus what vLLM on CPUs needs: offline, loopback only, every core for the
+    worker, a KV cache of ``kv_cache_gb``."""
+    return {
+        **os.environ,
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
+        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(len(os.sched_getaffinity(0)) - 1, 0)}",
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+
+
 class VLLMServer:
     """A ``vllm`` OpenAI-compatible server process; a context manager that starts it and stops it.
 
@@ -153,18 +169,8 @@ class VLLMServer:
         ]  # fmt: skip
 
     def environment(self) -> dict[str, str]:
-        """The process environment: offline, loopback only, both cores for the worker, a bounded KV cache."""
-        return {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gb),
-            "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-            "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(len(os.sched_getaffinity(0)) - 1, 0)}",
-            "VLLM_HOST_IP": "127.0.0.1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
+        """The server process's environment (`vllm_cpu_environment`)."""
+        return vllm_cpu_environment(kv_cache_gb=self.kv_cache_gb)
 
     def start(self) -> VLLMServer:
         """Start the server and wait until it answers a first completion (a warm-up request)."""

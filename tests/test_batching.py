@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from memagent_graph.training.batching import BatchingRollout
-from memagent_graph.training.recording import Generation, Sampling
+from memagent_graph.training.rollout_backends import Generation, Sampling
 
 SAMPLING = Sampling(max_tokens=4, temperature=1.0)
 

@@ -12,9 +12,10 @@ from memagent_graph.training.learner import (
     TorchLearner,
     load_trainable_weights,
     pack,
+    token_logprobs,
     trainable_weights,
 )
-from memagent_graph.training.recording import Sampling, TransformersRollout, token_logprobs
+from memagent_graph.training.rollout_backends import Sampling, TransformersRollout
 from memagent_graph.training.tiny_policy import build_tiny_policy
 from memagent_graph.training.traces import TraceRecorder
 

@@ -10,7 +10,9 @@ from memagent_graph.config import RetrySettings
 from memagent_graph.errors import ConfigError
 from memagent_graph.haystack import needle_document
 from memagent_graph.tokenization import HuggingFaceTokenizer
-from memagent_graph.training.recording import RecordingChatModel, TransformersRollout, token_logprobs
+from memagent_graph.training.learner import token_logprobs
+from memagent_graph.training.recording import RecordingChatModel
+from memagent_graph.training.rollout_backends import TransformersRollout
 from memagent_graph.training.tiny_policy import build_tiny_policy
 from memagent_graph.training.traces import TraceRecorder, read_jsonl, read_parquet, write_jsonl, write_parquet
 

@@ -12,7 +12,7 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.testing import RuleMemoryModel
 from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.learner import LearnerConfig, TorchLearner
-from memagent_graph.training.recording import TransformersRollout
+from memagent_graph.training.rollout_backends import TransformersRollout
 from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
 from memagent_graph.training.tasks import needle_tasks
 from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -145,3 +146,15 @@ def test_the_config_loads_from_yaml_and_wrong_fields_are_named(tmp_path):
     with pytest.raises(ConfigError, match="not valid YAML"):
         (tmp_path / "broken.yaml").write_text("steps: [1,\n")
         RLConfig.from_yaml(tmp_path / "broken.yaml")
+
+
+def test_the_vllm_backend_without_vllm_installed_is_a_clear_config_error(policy, tmp_path):
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: its backend is exercised by test_vllm_rollout.py")
+    with pytest.raises(ConfigError, match="needs vLLM in this environment"):
+        Trainer(_config(policy, tmp_path, rollout={"backend": "vllm"}))
+
+
+def test_lora_with_the_vllm_backend_is_refused_before_any_engine_starts(policy, tmp_path):
+    with pytest.raises(ConfigError, match="LoRA training with the vLLM rollout backend"):
+        Trainer(_config(policy, tmp_path, rollout={"backend": "vllm"}, lora={"rank": 2}))

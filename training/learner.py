@@ -184,3 +184,11 @@ def with_lora(model: Any, *, rank: int, alpha: int, target_modules: Sequence[str
     from peft import LoraConfig, get_peft_model
 
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules)))
+
+
+def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int], *, temperature: float) -> Any:
+    """The learner's log-probabilities of ``response_ids`` after ``prompt_ids`` at ``temperature`` (1 if 0)."""
+    ids = torch.tensor([list(prompt_ids) + list(response_ids)])
+    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    scaled = logits / (temperature if temperature > 0 else 1.0)
+    return torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1)

@@ -7,17 +7,13 @@ tokens that were sampled; text is never re-tokenized. Episode and group ids come
     agent.invoke(question, document, config={"metadata": {"episode_id": "e1", "group_id": "q7"}})
 
 Training samples with top-p and top-k off: the learner's log-probabilities are those of the full softmax at
-the same temperature (`token_logprobs`).
+the same temperature (`learner.token_logprobs`). The backends are in `rollout_backends` and `vllm_rollout`.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -26,128 +22,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.training.rollout_backends import Sampling
 from memagent_graph.training.traces import TraceRecorder
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How one call samples: a token limit and a temperature (0 = greedy)."""
-
-    max_tokens: int
-    temperature: float
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled response: its token ids, their log-probabilities, and why it ended."""
-
-    response_ids: list[int]
-    logprobs: list[float] | None
-    """None for a teacher's response (it was written, not sampled from the policy)."""
-    finish_reason: str
-
-
-class RolloutBackend(Protocol):
-    """What generates for the recording policy (transformers on CPU; a vLLM engine on GPUs)."""
-
-    policy_version: int
-
-    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        """The chat-template token ids of ``messages``, ending with the assistant turn's opening."""
-        ...
-
-    def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
-        """Sample one response per prompt."""
-        ...
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` without special tokens."""
-        ...
-
-    def response_ids(self, text: str, max_tokens: int) -> Generation:
-        """A teacher's ``text`` as this policy's response tokens (EOS appended; cut at ``max_tokens``)."""
-        ...
-
-
-class TransformersRollout:
-    """A Hugging Face causal LM generating in one left-padded batch per call, on CPU by default.
-
-    Log-probabilities are those of the sampling distribution: ``log_softmax(logits / temperature)``
-    (temperature 1 for greedy calls), top-p and top-k off.
-    """
-
-    def __init__(self, model: Any, tokenizer: Any = None, *, seed: int = 0) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if isinstance(model, str | Path):
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model), local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32, local_files_only=True)
-        if tokenizer is None:
-            raise ConfigError("TransformersRollout needs the model's tokenizer when given a model object")
-        self.model, self.tokenizer = model.eval(), tokenizer
-        self.policy_version = 0
-        self._generator_seed = seed
-        self.sampled_calls = 0
-        """Generate calls so far: call n samples with seed ``seed + n`` (a checkpoint saves it)."""
-        self._lock = threading.Lock()  # one generate at a time: torch models are not re-entrant
-
-    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding or a plain list
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
-
-    def response_ids(self, text: str, max_tokens: int) -> Generation:
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        if len(ids) > max_tokens:
-            return Generation(ids[:max_tokens], None, "length")
-        return Generation(ids, None, "stop")
-
-    def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
-        import torch
-
-        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        greedy = sampling.temperature <= 0
-        with self._lock, torch.no_grad():
-            torch.manual_seed(self._generator_seed + self.sampled_calls)
-            self.sampled_calls += 1
-            out = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                max_new_tokens=sampling.max_tokens,
-                do_sample=not greedy,
-                temperature=None if greedy else sampling.temperature,
-                top_p=1.0,
-                top_k=0,
-                pad_token_id=pad,
-                eos_token_id=eos,
-                output_logits=True,
-                return_dict_in_generate=True,
-            )
-        steps = torch.stack(out.logits, dim=1).float()  # raw logits: (batch, new tokens, vocab)
-        logprobs = torch.log_softmax(steps / (1.0 if greedy else sampling.temperature), dim=-1)
-        new = out.sequences[:, width:]
-        chosen = logprobs.gather(-1, new[..., None]).squeeze(-1)
-        results = []
-        for row, row_logprobs in zip(new.tolist(), chosen.tolist(), strict=True):
-            end = row.index(eos) + 1 if eos in row else len(row)
-            results.append(Generation(row[:end], row_logprobs[:end], "stop" if eos in row else "length"))
-        return results
-
-
-def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int], *, temperature: float) -> Any:
-    """The learner's log-probabilities of ``response_ids`` after ``prompt_ids`` at ``temperature`` (1 if 0)."""
-    import torch
-
-    ids = torch.tensor([list(prompt_ids) + list(response_ids)])
-    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    scaled = logits / (temperature if temperature > 0 else 1.0)
-    return torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1)
 
 
 class RecordingChatModel(BaseChatModel):

@@ -20,11 +20,13 @@ import torch
 from memagent_graph.agent import MemAgent
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents import TextDocument
+from memagent_graph.errors import ConfigError
 from memagent_graph.state import RunSettings
 from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.batching import BatchingRollout
-from memagent_graph.training.learner import load_trainable_weights, with_lora
-from memagent_graph.training.recording import RecordingChatModel, TransformersRollout
+from memagent_graph.training.learner import with_lora
+from memagent_graph.training.recording import RecordingChatModel
+from memagent_graph.training.rollout_backends import TransformersRollout
 from memagent_graph.training.tasks import Task
 from memagent_graph.training.traces import TraceCall, TraceRecorder
 
@@ -39,7 +41,8 @@ class Episode:
 
 
 class RolloutWorker:
-    """Rolls out episodes of one policy (see module doc); ``lora`` wraps it like the learner's."""
+    """Rolls out episodes of one policy (see module doc) with a ``backend`` ("transformers" or "vllm", whose
+    ``engine_options`` go to ``vllm.LLM``); ``lora`` wraps a transformers policy like the learner's."""
 
     def __init__(
         self,
@@ -48,14 +51,13 @@ class RolloutWorker:
         reading: MemAgentConfig,
         seed: int,
         lora: dict[str, Any] | None = None,
+        backend: str = "transformers",
+        engine_options: dict[str, Any] | None = None,
         threads: int | None = None,
     ) -> None:
         if threads is not None:
             torch.set_num_threads(threads)
-        backend = TransformersRollout(str(policy), seed=seed)
-        if lora is not None:
-            backend.model = with_lora(backend.model, **lora).eval()
-        self.rollout = BatchingRollout(backend)
+        self.rollout = BatchingRollout(_backend(backend, policy, seed=seed, lora=lora, options=engine_options or {}))
         self.recorder = TraceRecorder()
         tokenizer = HuggingFaceTokenizer(Path(policy) / "tokenizer.json")
         model = RecordingChatModel(rollout=self.rollout, recorder=self.recorder)
@@ -82,7 +84,7 @@ class RolloutWorker:
 
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> int:
         """Take the learner's trainable weights as policy ``version``."""
-        load_trainable_weights(self.rollout.model, weights)
+        self.rollout.backend.load_weights(weights)
         self.rollout.backend.policy_version = version
         return version
 
@@ -98,3 +100,22 @@ class RolloutWorker:
     def pid(self) -> int:
         """The worker's process id (tests kill it to check that the trainer restarts it)."""
         return os.getpid()
+
+
+def _backend(name: str, policy: str | Path, *, seed: int, lora: dict[str, Any] | None, options: dict[str, Any]) -> Any:
+    """The rollout backend ``name`` over the ``policy`` folder."""
+    if name == "transformers":
+        backend = TransformersRollout(str(policy), seed=seed)
+        if lora is not None:
+            backend.model = with_lora(backend.model, **lora).eval()
+        return backend
+    if name != "vllm":
+        raise ConfigError(f'unknown rollout backend {name!r}: use "transformers" or "vllm"')
+    if lora is not None:
+        raise ConfigError(
+            "LoRA training with the vLLM rollout backend is not supported yet: "
+            "train every weight (no `lora:`) or use the transformers backend"
+        )
+    from memagent_graph.training.vllm_rollout import VLLMRollout
+
+    return VLLMRollout(policy, seed=seed, **options)

@@ -80,6 +80,18 @@ class TaskSettings(BaseModel):
     eval_samples: int = Field(20, ge=1)
 
 
+class RolloutSettings(BaseModel):
+    """Which backend samples the episodes: transformers on CPU, or a vLLM engine per worker (one GPU each)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["transformers", "vllm"] = "transformers"
+    engine_options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for vllm.LLM (dtype, max_model_len, ...)."
+    )
+    gpus_per_worker: float = Field(0.0, ge=0.0, description="Ray GPUs each rollout actor holds (vLLM: 1).")
+
+
 class WarmStart(BaseModel):
     """Supervised steps on teacher traces before RL (rejection sampling: only verified episodes are kept)."""
 
@@ -115,6 +127,7 @@ class RLConfig(BaseModel):
     task: TaskSettings = TaskSettings()
     warm_start: WarmStart | None = None
     rollout_workers: int = Field(1, ge=1)
+    rollout: RolloutSettings = RolloutSettings()
     ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
     eval_every: int = Field(0, ge=0, description="Greedy evaluation every N steps (0: only at the end).")
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
@@ -182,7 +195,10 @@ class Trainer:
             policy=str(self.policy),
             reading=config.reading(),
             seed=config.seed,
+            gpus=config.rollout.gpus_per_worker,
             lora=lora,
+            backend=config.rollout.backend,
+            engine_options=config.rollout.engine_options,
         )
         self.step_index, self.position, self.version = 0, 0, 0
         self.workers.sync(trainable_weights(model), self.version)
@@ -223,7 +239,7 @@ class Trainer:
         from transformers import AutoTokenizer
 
         from memagent_graph.testing import RuleMemoryModel
-        from memagent_graph.training.recording import TransformersRollout
+        from memagent_graph.training.rollout_backends import TransformersRollout
         from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
 
         settings = self.config.warm_start

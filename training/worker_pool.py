@@ -25,7 +25,7 @@ _SEED_STRIDE = 1_000_003  # worker k samples with seed + k * stride: independent
 class WorkerPool:
     """``count`` `RolloutWorker`s built from ``worker_options`` (see module doc)."""
 
-    def __init__(self, count: int, *, use_ray: bool, seed: int, **worker_options: Any) -> None:
+    def __init__(self, count: int, *, use_ray: bool, seed: int, gpus: float = 0.0, **worker_options: Any) -> None:
         self.count, self.use_ray, self.seed, self.options = count, use_ray, seed, worker_options
         self.restarts = 0
         self._weights: Any = None
@@ -35,7 +35,7 @@ class WorkerPool:
 
             if not ray.is_initialized():
                 ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-            self._actor_class = ray.remote(num_cpus=1)(RolloutWorker)
+            self._actor_class = ray.remote(num_cpus=1, num_gpus=gpus)(RolloutWorker)
         self.workers = [self._start(rank) for rank in range(count)]
 
     def _start(self, rank: int) -> Any:

@@ -1,0 +1,73 @@
+"""The vLLM rollout backend (`VLLMRollout`) on the CPU build of vLLM, against the learner's transformers model.
+
+vLLM lives in its own environment (`memagent vllm setup`), so the checks run there (`vllm_rollout_checks.py`,
+one engine for all of them) on a tiny Qwen2 built here, with this package importable through a tree of links.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import memagent_graph
+from memagent_graph.integrations.vllm_server import vllm_cpu_environment, vllm_python
+from memagent_graph.training.tiny_policy import build_tiny_policy
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+CHECKS = Path(__file__).with_name("vllm_rollout_checks.py")
+
+
+def importable_package(folder: Path) -> Path:
+    """A folder holding ``memagent_graph`` with its mapped subpackages, for another environment's sys.path."""
+    from memagent_graph import integrations, nodes, training
+
+    package = folder / "memagent_graph"
+    package.mkdir(parents=True)
+    for entry in Path(memagent_graph.__path__[0]).iterdir():
+        (package / entry.name).symlink_to(entry)
+    for sub in (training, nodes, integrations):
+        (package / sub.__name__.rsplit(".", 1)[1]).symlink_to(Path(sub.__path__[0]))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("vllm-rollout")
+    policy = build_tiny_policy(folder / "policy", seed=0, hidden_size=128)
+    env = {**vllm_cpu_environment(), "PYTHONPATH": str(importable_package(folder / "site"))}
+    done = subprocess.run(
+        [str(vllm_python()), str(CHECKS), str(policy)], env=env, capture_output=True, text=True, timeout=600
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def test_sampled_logprobs_are_the_learners_at_the_same_temperature(checks):
+    assert checks["sampled_logprob_gap"] < 1e-3
+
+
+def test_a_stopped_response_ends_with_eos_and_a_cut_one_is_length(checks):
+    assert {"stop", "length"} >= set(checks["finish_reasons"])
+    for ids, reason in zip(checks["sampled_ids"], checks["finish_reasons"], strict=True):
+        assert (ids[-1] == checks["eos"]) == (reason == "stop")
+        assert checks["eos"] not in ids[:-1]
+
+
+def test_seeded_sampling_repeats_from_the_same_call_count(checks):
+    assert checks["repeat_equal"]
+
+
+def test_greedy_matches_the_learners_model_with_temperature_one_logprobs(checks):
+    assert checks["greedy_equal_reference"]
+    assert checks["greedy_logprob_gap"] < 1e-3
+
+
+def test_weight_sync_replaces_the_engines_weights_and_its_cached_prefixes(checks):
+    assert checks["synced_greedy_changed"]
+    assert checks["synced_greedy_equal_reference"]
+    assert checks["synced_logprob_gap"] < 1e-3

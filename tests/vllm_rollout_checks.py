@@ -1,0 +1,78 @@
+"""Checks of `VLLMRollout` run inside vLLM's own environment by `test_vllm_rollout.py`; prints one JSON object.
+
+    <vllm venv>/bin/python tests/vllm_rollout_checks.py POLICY_FOLDER
+
+The reference is the transformers model in float32 (the learner's view): log-probabilities of the tokens vLLM
+sampled, greedy continuations, and the same after a weight sync of perturbed weights (the prompts are long
+enough to fill several KV-cache blocks, so a prefix cache kept across the sync would show).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(policy: str) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from memagent_graph.training.learner import token_logprobs, trainable_weights
+    from memagent_graph.training.rollout_backends import Sampling
+    from memagent_graph.training.vllm_rollout import VLLMRollout
+
+    rollout = VLLMRollout(policy, seed=7, dtype="float32", max_model_len=2048, enforce_eager=True)
+    reference = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
+    questions = ["What is the magic number?", "Name a colour of the sea at night.", "Who wrote it?"]
+    context = " ".join(f"Line {i}: the grass is green and the sky is blue." for i in range(16))  # several KV blocks
+    prompts = [rollout.prompt_ids([{"role": "user", "content": f"{context}\n{q}"}]) for q in questions]
+    eos = rollout.tokenizer.eos_token_id
+
+    def logprob_gap(generations, temperature):
+        with torch.no_grad():
+            gaps = [
+                (token_logprobs(reference, p, g.response_ids, temperature=temperature) - torch.tensor(g.logprobs))
+                .abs()
+                .max()
+                .item()
+                for p, g in zip(prompts, generations, strict=True)
+                if g.response_ids
+            ]
+        return max(gaps)
+
+    def greedy_reference(prompt, max_tokens):
+        with torch.no_grad():
+            out = reference.generate(
+                torch.tensor([prompt]), max_new_tokens=max_tokens, do_sample=False, eos_token_id=eos
+            )
+        return out[0, len(prompt) :].tolist()
+
+    sampled = rollout.generate(prompts, Sampling(max_tokens=24, temperature=0.7))
+    rollout.sampled_calls = 0
+    again = rollout.generate(prompts, Sampling(max_tokens=24, temperature=0.7))
+    greedy = rollout.generate(prompts, Sampling(max_tokens=16, temperature=0.0))
+    result = {
+        "sampled_ids": [g.response_ids for g in sampled],
+        "finish_reasons": [g.finish_reason for g in sampled],
+        "eos": eos,
+        "sampled_logprob_gap": logprob_gap(sampled, 0.7),
+        "repeat_equal": [g.response_ids for g in again] == [g.response_ids for g in sampled],
+        "greedy_equal_reference": [g.response_ids for g in greedy] == [greedy_reference(p, 16) for p in prompts],
+        "greedy_logprob_gap": logprob_gap(greedy, 1.0),
+    }
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+    rollout.load_weights(trainable_weights(reference))
+    synced = rollout.generate(prompts, Sampling(max_tokens=16, temperature=0.0))
+    result["synced_greedy_equal_reference"] = [g.response_ids for g in synced] == [
+        greedy_reference(p, 16) for p in prompts
+    ]
+    result["synced_greedy_changed"] = [g.response_ids for g in synced] != [g.response_ids for g in greedy]
+    result["synced_logprob_gap"] = logprob_gap(synced, 1.0)
+    return result
+
+
+if __name__ == "__main__":  # vLLM starts worker processes that re-import this file
+    print("RESULT " + json.dumps(main(sys.argv[1])))

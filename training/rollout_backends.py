@@ -1,0 +1,143 @@
+"""Rollout backends: what generates for the recording policy, from prompt token ids to sampled token ids.
+
+A backend renders the chat template once (`prompt_ids`), samples responses from token ids (`generate`) with the
+log-probability of each sampled token under the sampling distribution (``log_softmax(logits / temperature)``,
+top-p and top-k off; temperature 1 for greedy calls), and takes the learner's weights (`load_weights`).
+`TransformersRollout` is the CPU backend (Ray actors in tests and small runs); `vllm_rollout.VLLMRollout` is the
+GPU one. Both are interchangeable under `RolloutBackend`: the algorithms never see which one sampled.
+
+This module imports neither torch nor LangChain, so it also loads in vLLM's own environment.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from memagent_graph.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one call samples: a token limit and a temperature (0 = greedy)."""
+
+    max_tokens: int
+    temperature: float
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled response: its token ids, their log-probabilities, and why it ended."""
+
+    response_ids: list[int]
+    logprobs: list[float] | None
+    """None for a teacher's response (it was written, not sampled from the policy)."""
+    finish_reason: str
+
+
+class RolloutBackend(Protocol):
+    """What generates for the recording policy (transformers on CPU; a vLLM engine on GPUs)."""
+
+    policy_version: int
+    sampled_calls: int
+    """Generate calls so far: sampling is seeded from it, so a checkpoint saves it to continue exactly."""
+
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The chat-template token ids of ``messages``, ending with the assistant turn's opening."""
+        ...
+
+    def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
+        """Sample one response per prompt."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids`` without special tokens."""
+        ...
+
+    def response_ids(self, text: str, max_tokens: int) -> Generation:
+        """A teacher's ``text`` as this policy's response tokens (EOS appended; cut at ``max_tokens``)."""
+        ...
+
+    def load_weights(self, weights: dict[str, Any]) -> None:
+        """Take the learner's trainable weights (Hugging Face parameter names)."""
+        ...
+
+
+class ChatTokens:
+    """The tokenizer side shared by every backend: chat template, decoding, a teacher's text as tokens."""
+
+    tokenizer: Any
+
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # a BatchEncoding or a plain list
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def response_ids(self, text: str, max_tokens: int) -> Generation:
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        if len(ids) > max_tokens:
+            return Generation(ids[:max_tokens], None, "length")
+        return Generation(ids, None, "stop")
+
+
+class TransformersRollout(ChatTokens):
+    """A Hugging Face causal LM generating in one left-padded batch per call, on CPU by default."""
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, seed: int = 0) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if isinstance(model, str | Path):
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32, local_files_only=True)
+        if tokenizer is None:
+            raise ConfigError("TransformersRollout needs the model's tokenizer when given a model object")
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.policy_version = 0
+        self._generator_seed = seed
+        self.sampled_calls = 0
+        self._lock = threading.Lock()  # one generate at a time: torch models are not re-entrant
+
+    def load_weights(self, weights: dict[str, Any]) -> None:
+        from memagent_graph.training.learner import load_trainable_weights
+
+        load_trainable_weights(self.model, weights)
+
+    def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
+        import torch
+
+        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        greedy = sampling.temperature <= 0
+        with self._lock, torch.no_grad():
+            torch.manual_seed(self._generator_seed + self.sampled_calls)
+            self.sampled_calls += 1
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=sampling.max_tokens,
+                do_sample=not greedy,
+                temperature=None if greedy else sampling.temperature,
+                top_p=1.0,
+                top_k=0,
+                pad_token_id=pad,
+                eos_token_id=eos,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+        steps = torch.stack(out.logits, dim=1).float()  # raw logits: (batch, new tokens, vocab)
+        logprobs = torch.log_softmax(steps / (1.0 if greedy else sampling.temperature), dim=-1)
+        new = out.sequences[:, width:]
+        chosen = logprobs.gather(-1, new[..., None]).squeeze(-1)
+        results = []
+        for row, row_logprobs in zip(new.tolist(), chosen.tolist(), strict=True):
+            end = row.index(eos) + 1 if eos in row else len(row)
+            results.append(Generation(row[:end], row_logprobs[:end], "stop" if eos in row else "length"))
+        return results
