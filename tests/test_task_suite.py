@@ -34,7 +34,8 @@ def test_the_same_seed_gives_the_same_tasks_and_another_seed_others(embedded_tok
 
 
 def test_train_and_eval_splits_never_share_seeds_and_train_uses_other_phrasings(embedded_tokenizer):
-    assert {task_seed("train", 0, i) for i in range(1000)}.isdisjoint({task_seed("eval", 0, i) for i in range(1000)})
+    train_seeds = {task_seed("two_hop", "train", 0, i) for i in range(1000)}
+    assert train_seeds.isdisjoint({task_seed("two_hop", "eval", 0, i) for i in range(1000)})
     train = generate_tasks("niah_single_2", 10, tokens=1024, tokenizer=embedded_tokenizer, split="train")
     ruler_needle = re.compile(RULER_PHRASING.needle.split("{")[0])
     assert not any(ruler_needle.search(task.document) for task in train)

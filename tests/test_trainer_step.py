@@ -158,3 +158,43 @@ def test_the_vllm_backend_without_vllm_installed_is_a_clear_config_error(policy,
 def test_lora_with_the_vllm_backend_is_refused_before_any_engine_starts(policy, tmp_path):
     with pytest.raises(ConfigError, match="LoRA training with the vLLM rollout backend"):
         Trainer(_config(policy, tmp_path, rollout={"backend": "vllm"}, lora={"rank": 2}))
+
+
+def test_oracle_warm_start_on_suite_tasks_then_the_lora_adapter_is_saved_as_a_peft_folder(policy, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    config = _config(
+        policy,
+        tmp_path,
+        task={"kind": ["niah_single_1", "two_hop"], "tokens": 300, "eval_samples": 2},
+        reward="ruler_match_all",
+        warm_start={"teacher": "oracle", "tasks": 4, "steps": 2, "batch_size": 2},
+        lora={"rank": 2, "alpha": 4},
+        steps=0,
+        chunk_tokens=256,
+        memory_tokens=96,
+        answer_tokens=48,
+    )
+    trainer = Trainer(config)
+    trained = {k: v.clone() for k, v in trainer.learner.model.state_dict().items() if "lora_B" in k}
+    trainer.fit()
+    adapter = tmp_path / "run" / "adapter"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(policy)), str(adapter))
+    after = {k: v for k, v in loaded.state_dict().items() if "lora_B" in k}
+    assert any(not torch.equal(after[k], trained[k]) for k in trained)  # the warm start moved the adapters
+
+
+def test_suite_tasks_for_training_and_evaluation_differ_in_seed_and_phrasing(policy, tmp_path):
+    config = _config(policy, tmp_path, task={"kind": "niah_single_2", "tokens": 300})
+    trainer = Trainer(config)
+    train, held_out = trainer.tasks(0, 3), trainer.tasks(0, 3, evaluation=True)
+    assert {t.question for t in train}.isdisjoint({t.question for t in held_out})
+    assert all("mentioned in the provided text" in t.question for t in held_out)
+    assert not any("mentioned in the provided text" in t.question for t in train)
+
+
+def test_an_unknown_task_family_in_the_config_is_named():
+    with pytest.raises(ValueError, match="niah_single_9"):
+        RLConfig.model_validate({"task": {"kind": ["niah_single_2", "niah_single_9"]}})

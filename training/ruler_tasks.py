@@ -120,7 +120,9 @@ def niah(
     document = insert_at_depths(units, [(rng.random(), needle) for needle in needles])
     template = words.question_all if values > 1 or queries > 1 else words.question
     question = template.format(kind=kind, keys=_join(asked))
-    return Task(question, "\n".join(document), [v for k in asked for v in planted[k]])
+    answering = {words.needle.format(kind=kind, key=k, value=v) for k in asked for v in planted[k]}
+    evidence = tuple(line for line in document if line in answering)
+    return Task(question, "\n".join(document), [v for k in asked for v in planted[k]], evidence)
 
 
 def _distractor_needles(budget, tokenizer, rng, words, kind, new_key, value_kind, taken) -> list[str]:
@@ -154,7 +156,7 @@ def variable_tracking(tokens: int, tokenizer: Tokenizer, rng: random.Random, *, 
         if split == "eval"
         else f"Which variable names end up holding the value {value}?"
     )
-    return Task(question, "\n".join(document), names)
+    return Task(question, "\n".join(document), names, tuple(chain))
 
 
 def _vocabulary(count: int, rng: random.Random) -> list[str]:

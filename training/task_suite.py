@@ -50,9 +50,9 @@ TASK_KINDS: dict[str, TaskKind] = {
 }
 
 
-def task_seed(split: Split, seed: int, index: int) -> int:
-    """The seed of task ``index``: a hash of the split, the run seed and the index (splits never collide)."""
-    digest = hashlib.sha256(f"{split}/{seed}/{index}".encode()).digest()
+def task_seed(name: str, split: Split, seed: int, index: int) -> int:
+    """The seed of task ``index`` of family ``name``: a hash of all four (splits and families never collide)."""
+    digest = hashlib.sha256(f"{name}/{split}/{seed}/{index}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
 
@@ -70,6 +70,6 @@ def generate_tasks(
     """``count`` tasks of family ``name``, each about ``tokens`` tokens long in ``tokenizer``'s tokens."""
     kind = get_task_kind(name)
     return [
-        kind.make(tokens, tokenizer, random.Random(task_seed(split, seed, index)), split=split)
+        kind.make(tokens, tokenizer, random.Random(task_seed(name, split, seed, index)), split=split)
         for index in range(count)
     ]

@@ -23,6 +23,8 @@ class Task:
     question: str
     document: str
     golds: list[str]
+    evidence: tuple[str, ...] = ()
+    """The document's sentences that answer the question, in document order (what an oracle keeps in memory)."""
 
 
 def needle_tasks(
@@ -44,12 +46,17 @@ def needle_tasks(
         )
         attempt += 1
         if not _straddles(needle, tokenizer, chunk_tokens):
-            tasks.append(Task(needle.question, needle.text, [needle.answer]))
+            tasks.append(Task(needle.question, needle.text, [needle.answer], (needle_sentence(needle),)))
     return tasks
+
+
+def needle_sentence(needle: NeedleTask) -> str:
+    """The planted sentence of a needle document."""
+    return next(line for line in needle.text.split("\n\n") if needle.answer in line)
 
 
 def _straddles(needle: NeedleTask, tokenizer: Tokenizer, chunk_tokens: int) -> bool:
     """Whether no single chunk of the document holds the whole needle sentence."""
-    sentence = next(line for line in needle.text.split("\n\n") if needle.answer in line)
+    sentence = needle_sentence(needle)
     chunked = chunk_document(TextDocument(needle.text), tokenizer, chunk_tokens)
     return not any(sentence in chunked.chunk_text(index) for index in range(chunked.num_chunks))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.errors import ConfigError
@@ -67,17 +67,30 @@ class LoraSettings(BaseModel):
 
 
 class TaskSettings(BaseModel):
-    """Where questions come from: generated needle tasks (seeded; evaluation uses another seed)."""
+    """Where questions come from: generated tasks, seeded; evaluation draws other seeds (and, for the task
+    suite's families, RULER's phrasings where training uses others)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["needle"] = "needle"
+    kind: str | list[str] = Field(
+        "needle", description='"needle" (the tiny demo task), or task-suite families, mixed in turn.'
+    )
     tokens: int = Field(200, ge=16, description="Document length in policy tokens.")
     value_kind: Literal["word-number", "word"] = "word"
     haystack: Literal["docs", "noise"] = "noise"
     seed: int = 0
     eval_seed: int = 1
     eval_samples: int = Field(20, ge=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kinds(cls, kind: str | list[str]) -> str | list[str]:
+        from memagent_graph.training.task_suite import get_task_kind
+
+        if kind != "needle":
+            for name in [kind] if isinstance(kind, str) else kind:
+                get_task_kind(name)
+        return kind
 
 
 class RolloutSettings(BaseModel):
@@ -98,6 +111,9 @@ class WarmStart(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tasks: int = Field(256, ge=1)
+    teacher: Literal["rule", "oracle"] = Field(
+        "rule", description="rule: copies needle-like facts; oracle: knows each task's evidence and answer."
+    )
     steps: int = Field(100, ge=0)
     lr: float = Field(3e-3, gt=0)
     batch_size: int = Field(16, ge=1)
@@ -109,7 +125,10 @@ class RLConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    policy: str = Field("tiny", description='A Hugging Face model folder, or "tiny" to build a tiny Qwen2 here.')
+    policy: str = Field(
+        "tiny",
+        description='A Hugging Face model folder, "embedded" (SmolLM2-135M-Instruct), or "tiny" (a tiny Qwen2).',
+    )
     tiny_hidden_size: int = 128
     prompts: Literal["default", "tiny"] = "default"
     group_size: int = Field(4, ge=2, description="Episodes per question.")
@@ -205,6 +224,10 @@ class Trainer:
         self._tensorboard: Any = None
 
     def _policy_folder(self) -> Path:
+        if self.config.policy == "embedded":
+            from memagent_graph.integrations.local_engine import ensure_local_model
+
+            return ensure_local_model()
         if self.config.policy != "tiny":
             folder = Path(self.config.policy)
             if not (folder / "config.json").is_file() or not (folder / "tokenizer.json").is_file():
@@ -221,6 +244,8 @@ class Trainer:
         """Tasks ``start .. start+count`` of the training (or evaluation) stream: the same on every run."""
         settings = self.config.task
         base = settings.eval_seed if evaluation else settings.seed
+        if settings.kind != "needle":
+            return self._suite_tasks(start, count, evaluation=evaluation)
         return [
             needle_tasks(
                 1,
@@ -234,11 +259,28 @@ class Trainer:
             for index in range(start, start + count)
         ]
 
+    def _suite_tasks(self, start: int, count: int, *, evaluation: bool) -> list[Task]:
+        """Task-suite tasks, the families taken in turn; evaluation draws the held-out split."""
+        import random
+
+        from memagent_graph.training.task_suite import get_task_kind, task_seed
+
+        settings = self.config.task
+        kinds = [settings.kind] if isinstance(settings.kind, str) else settings.kind
+        split = "eval" if evaluation else "train"
+        tasks = []
+        for index in range(start, start + count):
+            name = kinds[index % len(kinds)]
+            rng = random.Random(task_seed(name, split, settings.eval_seed if evaluation else settings.seed, index))
+            tasks.append(get_task_kind(name).make(settings.tokens, self.tokenizer, rng, split=split))
+        return tasks
+
     def warm_start(self) -> dict[str, float]:
         """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
         from transformers import AutoTokenizer
 
         from memagent_graph.testing import RuleMemoryModel
+        from memagent_graph.training.oracle import OracleMemoryModel
         from memagent_graph.training.rollout_backends import TransformersRollout
         from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
 
@@ -246,8 +288,13 @@ class Trainer:
         if settings is None or settings.steps == 0:
             return {}
         tiny = self.config.prompts == "tiny"
-        teacher = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}") if tiny else RuleMemoryModel()
         tasks = self.tasks(10_000_000, settings.tasks)  # far past any RL step's tasks
+        if settings.teacher == "oracle":
+            teacher = OracleMemoryModel(tasks=tasks, prompts=self.config.reading().prompts)
+        elif tiny:
+            teacher = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}")
+        else:
+            teacher = RuleMemoryModel()
         tokens = TransformersRollout(self.learner.model, AutoTokenizer.from_pretrained(str(self.policy)))
         calls = teacher_traces(  # the teacher writes every reply: the policy only tokenizes them
             teacher,
@@ -265,7 +312,14 @@ class Trainer:
             pad_id=self.learner.pad_id,
         )
         self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
-        history = fine_tune(sft, kept, steps=settings.steps, batch_size=settings.batch_size, seed=self.config.seed)
+
+        def report(step: int, stats: dict[str, float]) -> None:
+            if (step + 1) % 10 == 0:
+                self.log(f"warm start step {step + 1}/{settings.steps}: loss {stats['loss']:.4f}")
+
+        history = fine_tune(
+            sft, kept, steps=settings.steps, batch_size=settings.batch_size, seed=self.config.seed, on_step=report
+        )
         self.version += 1
         self.workers.sync(trainable_weights(self.learner.model), self.version)
         return {"warm_start_loss": history[-1]["loss"], "warm_start_calls": float(len(kept))}
@@ -345,10 +399,11 @@ class Trainer:
     ) -> list[dict[str, float]]:
         """Warm start (on a fresh run), then RL steps up to ``steps`` with periodic evaluation and checkpoints;
         ends with an evaluation and a checkpoint in ``output_dir/checkpoint``."""
-        config, history = self.config, []
+        config, history, evaluated_at = self.config, [], [-1]
 
         def evaluate() -> None:
             history.append(self.evaluate())
+            evaluated_at[0] = self.step_index
             if on_eval is not None:
                 on_eval(history[-1])
 
@@ -363,9 +418,20 @@ class Trainer:
                 evaluate()
             if config.checkpoint_every and self.step_index % config.checkpoint_every == 0:
                 self.save(self.output_dir / "checkpoint")
-        evaluate()
+        if evaluated_at[0] != self.step_index:
+            evaluate()
         self.save(self.output_dir / "checkpoint")
+        if config.lora is not None:
+            self.save_adapter(self.output_dir / "adapter")
         return history
+
+    def save_adapter(self, folder: str | Path) -> Path:
+        """The LoRA adapters as a peft folder (``adapter_config.json``, ``adapter_model.safetensors``): what
+        the embedded engine and ``PeftModel.from_pretrained`` load."""
+        if self.config.lora is None:
+            raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
+        self.learner.model.save_pretrained(str(folder))
+        return Path(folder)
 
     def _record(self, metrics: dict[str, float]) -> None:
         with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as log:

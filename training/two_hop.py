@@ -93,4 +93,5 @@ def two_hop(
         facts.append((rng.random(), relations.place.format(b=b, place=place)))
     budget = tokens - sum(tokenizer.count(fact) + 1 for _, fact in facts)
     document = insert_at_depths(filler(budget, source=haystack, tokenizer=tokenizer, rng=rng), facts)
-    return Task(relations.question.format(a=pairs[0][0]), "\n".join(document), [places[0]])
+    evidence = (facts[0][1], facts[1][1])  # the link comes first: its depth is below every place fact's
+    return Task(relations.question.format(a=pairs[0][0]), "\n".join(document), [places[0]], evidence)
