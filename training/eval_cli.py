@@ -13,13 +13,14 @@ from memagent_graph.training.evaluation import (
     build_readers,
     check_methods,
     check_samples,
+    check_tasks,
     evaluate,
     format_table,
     parse_lengths,
     summarize,
     write_results,
 )
-from memagent_graph.training.task_suite import TASK_KINDS, get_task_kind
+from memagent_graph.training.task_suite import TASK_KINDS
 
 if TYPE_CHECKING:
     from memagent_graph.config import MemAgentConfig
@@ -30,7 +31,14 @@ log = logging.getLogger("memagent")
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``memagent eval`` other than the model and reading budget."""
-    parser.add_argument("--task", required=True, help=f"one or more of {', '.join(TASK_KINDS)}, comma-separated")
+    families = ", ".join(TASK_KINDS)
+    parser.add_argument("--task", required=True, help=f"one or more of {families}, hotpotqa; comma-separated")
+    parser.add_argument("--hotpotqa", metavar="FILE", help="the HotpotQA JSON (hotpot_dev_distractor_v1.json)")
+    parser.add_argument(
+        "--closed-book-filter",
+        action="store_true",
+        help="with hotpotqa: drop questions the model answers without the document (asked once each)",
+    )
     parser.add_argument(
         "--lengths", default="4k,16k", help="document lengths in tokens, e.g. 4k,32k,1m (default 4k,16k)"
     )
@@ -49,14 +57,20 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
     """Check every option first (nothing runs on bad input), then evaluate and report."""
     from tqdm import tqdm
 
+    from memagent_graph.training.hotpotqa import closed_book_filter, load_hotpotqa
+
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
-    for name in tasks:
-        get_task_kind(name)
+    hotpotqa = load_hotpotqa(args.hotpotqa) if args.hotpotqa else None
+    check_tasks(tasks, hotpotqa=hotpotqa)
     lengths = parse_lengths(args.lengths)
     check_samples(args.samples)
     methods = check_methods([m.strip() for m in args.methods.split(",") if m.strip()])
     choice = choose()
     log.info("model: %s", choice.description)
+    if hotpotqa is not None and args.closed_book_filter:
+        known = len(hotpotqa)
+        hotpotqa = closed_book_filter(hotpotqa, choice.model)
+        log.info("closed-book filter: kept %d of %d HotpotQA questions", len(hotpotqa), known)
     built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
     total = len(tasks) * len(lengths) * args.samples * len(methods)
     with tqdm(total=total, desc="eval", unit="answer", disable=args.quiet, file=sys.stderr) as bar:
@@ -67,6 +81,7 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
             readers=built,
             tokenizer=choice.tokenizer,
             seed=args.seed,
+            hotpotqa=hotpotqa,
             on_record=lambda record: (
                 bar.set_postfix_str(f"{record.task} {record.tokens} {record.method}"),
                 bar.update(),

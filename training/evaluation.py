@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not wh
     from langchain_core.language_models import BaseChatModel
 
     from memagent_graph.config import MemAgentConfig
+    from memagent_graph.training.hotpotqa import HotpotQuestion
 
 Reader = Callable[[str, str], Any]
 """``reader(question, document) -> reply``, or None when the method cannot run on this document."""
@@ -102,6 +103,25 @@ def build_readers(
     return built
 
 
+HOTPOTQA = "hotpotqa"
+"""The task name of HotpotQA documents (`hotpotqa.synthesize_hotpotqa`), scored by substring match."""
+
+
+def check_tasks(tasks: Sequence[str], *, hotpotqa: Sequence[HotpotQuestion] | None = None) -> list[str]:
+    """``tasks`` if each is a task-suite family, or "hotpotqa" with its questions given; else `ConfigError`."""
+    for name in tasks:
+        if name == HOTPOTQA:
+            if not hotpotqa:
+                raise ConfigError(
+                    "the hotpotqa task needs the official JSON file: --hotpotqa hotpot_dev_distractor_v1.json"
+                )
+        else:
+            get_task_kind(name)
+    if not tasks:
+        raise ConfigError("no task given: write e.g. --task niah_single_2")
+    return list(tasks)
+
+
 def evaluate(
     tasks: Sequence[str],
     lengths: Sequence[int],
@@ -110,27 +130,32 @@ def evaluate(
     readers: dict[str, Reader],
     tokenizer: Tokenizer,
     seed: int = 0,
+    hotpotqa: Sequence[HotpotQuestion] | None = None,
     on_record: Callable[[EvalRecord], None] | None = None,
 ) -> list[EvalRecord]:
-    """Read ``samples`` generated documents per (task, length) with every reader and score the answers."""
+    """Read ``samples`` documents per (task, length) with every reader and score the answers; HotpotQA
+    documents are synthesized from the first ``samples`` of ``hotpotqa``."""
     from memagent_graph.nodes.answer_extraction import extract_answer
+    from memagent_graph.training.hotpotqa import synthesize_hotpotqa
     from memagent_graph.training.rewards import get_reward
 
     check_samples(samples)
-    kinds = {name: get_task_kind(name) for name in tasks}
     records = []
-    for name, kind in kinds.items():
-        metric = get_reward(kind.metric)
+    for name in check_tasks(tasks, hotpotqa=hotpotqa):
+        metric = get_reward("substring_match" if name == HOTPOTQA else get_task_kind(name).metric)
         for tokens in lengths:
-            for index, task in enumerate(generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)):
+            if name == HOTPOTQA:
+                documents = synthesize_hotpotqa(hotpotqa, tokens=tokens, tokenizer=tokenizer, count=samples)
+            else:
+                documents = generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)
+            for index, task in enumerate(documents):
                 for method, read in readers.items():
                     started = time.perf_counter()
                     reply = read(task.question, task.document)
                     answer = None if reply is None else extract_answer(reply)[0]
                     score = None if answer is None else metric(answer, task.golds)
-                    record = EvalRecord(
-                        name, tokens, method, index, answer, task.golds, score, round(time.perf_counter() - started, 2)
-                    )
+                    seconds = round(time.perf_counter() - started, 2)
+                    record = EvalRecord(name, tokens, method, index, answer, task.golds, score, seconds)
                     records.append(record)
                     if on_record is not None:
                         on_record(record)
