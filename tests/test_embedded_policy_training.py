@@ -1,0 +1,37 @@
+"""The SmolLM2 adapter recipe (`examples/train_smollm2.yaml`), shrunk to a minute: the real embedded model
+imitates oracle traces with LoRA and the run leaves an adapter the embedded engine loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memagent_graph.training.trainer import RLConfig, Trainer
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "train_smollm2.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_smollm2_recipe_trains_an_adapter_that_the_embedded_engine_loads(tmp_path):
+    from safetensors.torch import load_file
+
+    from memagent_graph.integrations.local_engine import embedded_chat_model
+
+    recipe = RLConfig.from_yaml(EXAMPLE)
+    assert recipe.policy == "embedded" and recipe.warm_start.teacher == "oracle" and recipe.lora is not None
+    small = recipe.model_copy(
+        update={
+            "task": recipe.task.model_copy(update={"tokens": 900, "eval_samples": 2}),
+            "warm_start": recipe.warm_start.model_copy(update={"tasks": 4, "steps": 2, "batch_size": 2}),
+            "output_dir": str(tmp_path / "run"),
+        }
+    )
+    history = Trainer(small).fit()
+    assert history and 0.0 <= history[-1]["eval_reward"] <= 1.0
+    adapter = tmp_path / "run" / "adapter"
+    trained = load_file(adapter / "adapter_model.safetensors")
+    assert any("lora_B" in name and tensor.abs().sum() > 0 for name, tensor in trained.items())
+    reply = embedded_chat_model(adapter_path=str(adapter)).invoke("Say hi.", max_tokens=4)
+    assert isinstance(reply.content, str)
