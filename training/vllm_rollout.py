@@ -41,10 +41,12 @@ class WeightLoader:
         # vLLM's in-place reload: the model's own load_weights would miss layers whose weights were repacked for
         # the CPU or GPU kernels after the first load (their parameters lose their loaders)
         self.model_runner.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
+        from vllm.platforms import current_platform
+
         head = getattr(self.model_runner.model, "lm_head", None)
-        if head is not None and "lm_head.weight" not in weights and hasattr(head, "quant_method"):
+        if current_platform.is_cpu() and head is not None and "lm_head.weight" not in weights:
             # an output layer tied to the embeddings gets no weights of its own, so the reload skips it; on CPUs
-            # it keeps a copy packed for the GEMM kernel from the old embeddings: pack the new ones (no-op on GPU)
+            # it keeps a copy packed for the GEMM kernel from the old embeddings: pack the new ones
             head.quant_method.process_weights_after_loading(head)
         return len(weights)
 
