@@ -68,8 +68,12 @@ def generate_tasks(
     name: str, count: int, *, tokens: int, tokenizer: Tokenizer, split: Split = "eval", seed: int = 0
 ) -> list[Task]:
     """``count`` tasks of family ``name``, each about ``tokens`` tokens long in ``tokenizer``'s tokens."""
-    kind = get_task_kind(name)
     return [
-        kind.make(tokens, tokenizer, random.Random(task_seed(name, split, seed, index)), split=split)
-        for index in range(count)
+        suite_task(name, index, tokens=tokens, tokenizer=tokenizer, split=split, seed=seed) for index in range(count)
     ]
+
+
+def suite_task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer, split: Split, seed: int = 0) -> Task:
+    """Task ``index`` of family ``name`` in ``split``: the same on every machine."""
+    rng = random.Random(task_seed(name, split, seed, index))
+    return get_task_kind(name).make(tokens, tokenizer, rng, split=split)

@@ -261,19 +261,17 @@ class Trainer:
 
     def _suite_tasks(self, start: int, count: int, *, evaluation: bool) -> list[Task]:
         """Task-suite tasks, the families taken in turn; evaluation draws the held-out split."""
-        import random
-
-        from memagent_graph.training.task_suite import get_task_kind, task_seed
+        from memagent_graph.training.task_suite import suite_task
 
         settings = self.config.task
         kinds = [settings.kind] if isinstance(settings.kind, str) else settings.kind
-        split = "eval" if evaluation else "train"
-        tasks = []
-        for index in range(start, start + count):
-            name = kinds[index % len(kinds)]
-            rng = random.Random(task_seed(name, split, settings.eval_seed if evaluation else settings.seed, index))
-            tasks.append(get_task_kind(name).make(settings.tokens, self.tokenizer, rng, split=split))
-        return tasks
+        split, seed = ("eval", settings.eval_seed) if evaluation else ("train", settings.seed)
+        return [
+            suite_task(
+                kinds[i % len(kinds)], i, tokens=settings.tokens, tokenizer=self.tokenizer, split=split, seed=seed
+            )
+            for i in range(start, start + count)
+        ]
 
     def warm_start(self) -> dict[str, float]:
         """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
