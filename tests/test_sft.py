@@ -13,10 +13,16 @@ from memagent_graph.testing import RuleMemoryModel
 from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.learner import LearnerConfig, TorchLearner
 from memagent_graph.training.rollout_backends import TransformersRollout
-from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
+from memagent_graph.training.sft import (
+    fine_tune,
+    oversample_new_notes,
+    rejection_sample,
+    teacher_traces,
+    writes_new_notes,
+)
 from memagent_graph.training.tasks import needle_tasks
 from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
-from memagent_graph.training.traces import write_jsonl
+from memagent_graph.training.traces import TraceCall, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
 
@@ -51,6 +57,37 @@ def test_rejection_sampling_keeps_only_episodes_that_reached_the_reward(traces):
     failed = [c.model_copy(update={"reward": 0.0}) if c.episode_id == "teacher-0" else c for c in traces]
     kept = rejection_sample(failed)
     assert {c.episode_id for c in kept} == {f"teacher-{i}" for i in range(1, 6)}
+
+
+def _call(episode: str, index: int, text: str, node: str = "update_memory") -> TraceCall:
+    return TraceCall(
+        episode_id=episode, group_id=episode, call_index=index, node=node, prompt_ids=[1], response_ids=[2],
+        logprobs=None, finish_reason="stop", policy_version=0, latency_s=0.0, text=text, reward=1.0,
+    )  # fmt: skip
+
+
+def test_calls_that_write_new_notes_are_the_updates_that_change_the_memory_to_something():
+    texts = ["none", "none", "fact one", "fact one", "fact one\nfact two"]
+    calls = [_call("a", i, text) for i, text in enumerate(texts)] + [_call("a", 5, "\\boxed{x}", "final_answer")]
+    calls += [_call("b", 0, "fact one")]  # another episode: its first note is new
+    flags = writes_new_notes(list(reversed(calls)), nothing="none")
+    assert list(reversed(flags)) == [False, False, True, False, True, False, True]
+
+
+def test_oversampling_repeats_new_notes_until_they_reach_the_share(traces):
+    balanced = oversample_new_notes(list(reversed(traces)), nothing="none", share=0.5, seed=3)
+    new = sum(writes_new_notes(traces, nothing="none"))
+    repeats = len(balanced) - len(traces)
+    assert repeats > 0 and new + repeats >= len(traces) - new
+    assert set(map(id, balanced[len(traces) :])) <= {
+        id(c) for c, f in zip(traces, writes_new_notes(traces, nothing="none"), strict=True) if f
+    }
+    assert balanced == oversample_new_notes(list(reversed(traces)), nothing="none", share=0.5, seed=3)
+
+
+def test_oversampling_refuses_a_share_outside_zero_to_one(traces):
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        oversample_new_notes(traces, nothing="none", share=1.0)
 
 
 def test_rejection_sampling_refuses_traces_without_rewards(traces):

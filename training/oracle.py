@@ -38,6 +38,8 @@ class OracleMemoryModel(BaseChatModel):
 
     tasks: Sequence[Task]
     prompts: PromptSet = PromptSet()
+    nothing: str = NOTHING_YET
+    """The memory it writes before any evidence."""
     _by_question: dict[str, Task] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any) -> None:
@@ -56,7 +58,7 @@ class OracleMemoryModel(BaseChatModel):
         if _template_pattern(self.prompts.answer).fullmatch(prompt):
             answer = ", ".join(task.golds) if task.evidence and len(kept) == len(task.evidence) else "unknown"
             return f"The answer is \\boxed{{{answer}}}."
-        return "\n".join(kept) or NOTHING_YET
+        return "\n".join(kept) or self.nothing
 
     def _generate(
         self,

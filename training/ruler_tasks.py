@@ -43,17 +43,57 @@ RULER_PHRASING = Phrasing(
     question="What is the special magic {kind} for {keys} mentioned in the provided text?",
     question_all="What are all the special magic {kind}s for {keys} mentioned in the provided text?",
 )
-TRAIN_PHRASINGS = (
-    Phrasing(
-        needle="Remember this: the secret {kind} of {key} is {value}.",
-        question="What is the secret {kind} of {keys}?",
-        question_all="List every secret {kind} of {keys}.",
+# Training wording: a frame (how the fact and the question are worded) around a noun ("access number"),
+# 10 frames x 12 nouns = 120 phrasings, none of them RULER's ("special magic"), so that a policy learns to
+# find the fact that names the asked key rather than one sentence pattern.
+_TRAIN_FRAMES = (
+    ("The {noun} of {key} is {value}.", "What is the {noun} of {keys}?", "What are all the {noun}s of {keys}?"),
+    (
+        "Remember this: the {noun} for {key} is {value}.",
+        "What is the {noun} for {keys}?",
+        "List every {noun} for {keys}.",
     ),
-    Phrasing(
-        needle="The {kind} registered under the name {key} is {value}.",
-        question="Which {kind} is registered under the name {keys}?",
-        question_all="Which {kind}s are registered under the names {keys}?",
+    (
+        "{value} is the {noun} that belongs to {key}.",
+        "Which {noun} belongs to {keys}?",
+        "Which {noun}s belong to {keys}?",
     ),
+    ("Note: {key} has {value} as its {noun}.", "What {noun} does {keys} have?", "Which {noun}s do {keys} have?"),
+    (
+        "The {noun} registered under the name {key} is {value}.",
+        "Which {noun} is registered under the name {keys}?",
+        "Which {noun}s are registered under the names {keys}?",
+    ),
+    (
+        "For the record, {key} was given the {noun} {value}.",
+        "Which {noun} was {keys} given?",
+        "Which {noun}s was {keys} given?",
+    ),
+    (
+        "Keep in mind that one {noun} of {key} is {value}.",
+        "Tell me the {noun} of {keys} from the text.",
+        "Tell me every {noun} of {keys} from the text.",
+    ),
+    (
+        "An important fact: the {noun} linked to {key} equals {value}.",
+        "What {noun} is linked to {keys} in the document?",
+        "Which {noun}s are linked to {keys} in the document?",
+    ),
+    ("{key} -> {noun}: {value}.", "Find the {noun} of {keys}.", "Find every {noun} of {keys}."),
+    (
+        "According to the archive, the {noun} for {key} is: {value}.",
+        "According to the archive, what is the {noun} for {keys}?",
+        "According to the archive, what are the {noun}s for {keys}?",
+    ),
+)
+_TRAIN_NOUNS = (
+    "secret", "hidden", "lucky", "assigned", "personal", "reserved",
+    "registered", "private", "chosen", "backup", "reference", "access",
+)  # fmt: skip
+TRAIN_PHRASINGS = tuple(
+    Phrasing(*(part.replace("{noun}", f"{noun} {{kind}}") for part in frame))
+    for frame in _TRAIN_FRAMES
+    for noun in _TRAIN_NOUNS
 )
 
 

@@ -8,6 +8,7 @@ imitates them (`fine_tune`: mean token negative log-likelihood of every kept cal
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -58,6 +59,35 @@ def rejection_sample(calls: Sequence[TraceCall], *, min_reward: float = 1.0) -> 
             "scored traces, as `teacher_traces` and `memagent train rl --save-traces` write them"
         )
     return [c for c in calls if c.reward is not None and c.reward >= min_reward]
+
+
+def writes_new_notes(calls: Sequence[TraceCall], *, nothing: str) -> list[bool]:
+    """Per call: is it a memory update whose reply differs from the episode's previous update reply and from
+    ``nothing`` (the teacher's "nothing found yet" note)?"""
+    previous: dict[str, str] = {}
+    flags = [False] * len(calls)
+    for i in sorted(range(len(calls)), key=lambda i: (calls[i].episode_id, calls[i].call_index)):
+        call = calls[i]
+        if call.node == "update_memory":
+            flags[i] = call.text not in (previous.get(call.episode_id), nothing)
+            previous[call.episode_id] = call.text
+    return flags
+
+
+def oversample_new_notes(calls: Sequence[TraceCall], *, nothing: str, share: float, seed: int = 0) -> list[TraceCall]:
+    """``calls`` plus seeded repeats of the calls that write new notes, until those are ``share`` of the result.
+
+    Most chunks hold nothing relevant, so a policy imitating every call as recorded learns that the first
+    token of a reply is almost always the start of ``nothing`` and never begins to copy a fact.
+    """
+    if not 0 < share < 1:
+        raise ConfigError(f"the share of calls that write new notes must be between 0 and 1, not {share}")
+    flags = writes_new_notes(calls, nothing=nothing)
+    new = [call for call, flag in zip(calls, flags, strict=True) if flag]
+    wanted = math.ceil(share * (len(calls) - len(new)) / (1 - share))
+    if not new or wanted <= len(new):
+        return list(calls)
+    return list(calls) + random.Random(seed).choices(new, k=wanted - len(new))
 
 
 def fine_tune(

@@ -117,6 +117,13 @@ class WarmStart(BaseModel):
     steps: int = Field(100, ge=0)
     lr: float = Field(3e-3, gt=0)
     batch_size: int = Field(16, ge=1)
+    new_notes_share: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Repeat the calls that write new notes until they are this share of the SFT calls (most "
+        "chunks hold nothing; without it a small policy learns never to write a fact down). None: as recorded.",
+    )
 
 
 class RLConfig(BaseModel):
@@ -280,7 +287,7 @@ class Trainer:
         from memagent_graph.testing import RuleMemoryModel
         from memagent_graph.training.oracle import OracleMemoryModel
         from memagent_graph.training.rollout_backends import TransformersRollout
-        from memagent_graph.training.sft import fine_tune, rejection_sample, teacher_traces
+        from memagent_graph.training.sft import fine_tune, oversample_new_notes, rejection_sample, teacher_traces
 
         settings = self.config.warm_start
         if settings is None or settings.steps == 0:
@@ -310,6 +317,12 @@ class Trainer:
             pad_id=self.learner.pad_id,
         )
         self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
+        if settings.new_notes_share is not None:
+            verified = len(kept)
+            kept = oversample_new_notes(
+                kept, nothing=teacher.nothing, share=settings.new_notes_share, seed=self.config.seed
+            )
+            self.log(f"warm start: {len(kept) - verified} repeats of the calls that write new notes")
 
         def report(step: int, stats: dict[str, float]) -> None:
             if (step + 1) % 10 == 0:

@@ -36,17 +36,26 @@ class Relations:
 EVAL_RELATIONS = Relations(
     link="{a}'s mentor is {b}.", place="{b} was born in {place}.", question="In which town was {a}'s mentor born?"
 )
-TRAIN_RELATIONS = (
-    Relations(
-        link="{a} shares an office with {b}.",
-        place="{b} grew up in {place}.",
-        question="Where did the person who shares an office with {a} grow up?",
-    ),
-    Relations(
-        link="{b} is the older sibling of {a}.",
-        place="{b} now lives in {place}.",
-        question="In which town does {a}'s older sibling live?",
-    ),
+# Training wording: a link relation (with how a question names the linked person) and a place relation
+# (with its question), 6 x 4 = 24 pairs; none says "mentor" or "born", the evaluation's wording.
+_TRAIN_LINKS = (
+    ("{a} shares an office with {b}.", "the person who shares an office with {a}"),
+    ("{b} is the older sibling of {a}.", "{a}'s older sibling"),
+    ("{a} works as an assistant to {b}.", "the person {a} assists"),
+    ("{a} is married to {b}.", "{a}'s spouse"),
+    ("{b} taught {a} to paint.", "the person who taught {a} to paint"),
+    ("{a} rents a room from {b}.", "{a}'s landlord"),
+)
+_TRAIN_PLACES = (
+    ("{b} grew up in {place}.", "Where did {who} grow up?"),
+    ("{b} now lives in {place}.", "In which town does {who} live now?"),
+    ("{b} runs a bakery in {place}.", "In which town does {who} run a bakery?"),
+    ("{b} retired to {place}.", "To which town did {who} retire?"),
+)
+TRAIN_RELATIONS = tuple(
+    Relations(link=link, place=place, question=question.replace("{who}", who))
+    for link, who in _TRAIN_LINKS
+    for place, question in _TRAIN_PLACES
 )
 
 
