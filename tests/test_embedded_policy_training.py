@@ -3,6 +3,7 @@ imitates oracle traces with LoRA and the run leaves an adapter the embedded engi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,8 @@ def test_the_smollm2_recipe_trains_an_adapter_that_the_embedded_engine_loads(tmp
     assert history and 0.0 <= history[-1]["eval_reward"] <= 1.0
     adapter = tmp_path / "run" / "adapter"
     trained = load_file(adapter / "adapter_model.safetensors")
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "HuggingFaceTB/SmolLM2-135M-Instruct"  # not this machine's cache
     assert any("lora_B" in name and tensor.abs().sum() > 0 for name, tensor in trained.items())
     reply = embedded_chat_model(adapter_path=str(adapter)).invoke("Say hi.", max_tokens=4)
     assert isinstance(reply.content, str)

@@ -6,7 +6,7 @@ import pytest
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.oracle import NOTHING_YET, OracleMemoryModel
+from memagent_graph.training.oracle import NOTES_HEADING, NOTHING_YET, OracleMemoryModel
 from memagent_graph.training.rewards import ruler_match_all
 from memagent_graph.training.task_suite import generate_tasks
 
@@ -19,7 +19,7 @@ def test_the_oracle_keeps_the_evidence_in_memory_and_answers_the_golds(name, emb
     agent = MemAgent(OracleMemoryModel(tasks=tasks), config=CONFIG, tokenizer=embedded_tokenizer)
     for task in tasks:
         result = agent.invoke(task.question, TextDocument(task.document))
-        assert result.memory.split("\n") == list(task.evidence)
+        assert result.memory.split("\n") == [NOTES_HEADING, *task.evidence]
         assert ruler_match_all(result.answer, task.golds) == 1.0
 
 

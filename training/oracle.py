@@ -1,9 +1,10 @@
 """An oracle memory policy: it knows each task's answer and evidence, and acts out the MemAgent prompts with them.
 
 Run through the same graph as the policy (`sft.teacher_traces`), it shows what a good reader writes: after
-each chunk the memory holds exactly the evidence seen so far (the sentences that answer the question), and the
-final answer boxes the gold answers once all the evidence was kept. When the chunking hides evidence (a
-sentence cut by a chunk boundary), it answers "unknown" and rejection sampling drops the episode.
+each chunk the memory holds exactly the evidence seen so far (the sentences that answer the question, under a
+"Relevant facts:" line), and the final answer boxes the gold answers once all the evidence was kept. When the
+chunking hides evidence (a sentence cut by a chunk boundary), it answers "unknown" and rejection sampling drops
+the episode.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from memagent_graph.prompts import PromptSet
 from memagent_graph.training.tasks import Task
 
 NOTHING_YET = "No relevant information found yet."
+NOTES_HEADING = "Relevant facts:"
 
 
 def _template_pattern(template: str) -> re.Pattern[str]:
@@ -40,6 +42,9 @@ class OracleMemoryModel(BaseChatModel):
     prompts: PromptSet = PromptSet()
     nothing: str = NOTHING_YET
     """The memory it writes before any evidence."""
+    heading: str = NOTES_HEADING
+    """The first line of a memory that holds evidence: whether a chunk holds a fact is then decided by one
+    token that is the same for every task and wording ("Relevant" or "No"), not by a fact's first word."""
     _by_question: dict[str, Task] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any) -> None:
@@ -58,7 +63,7 @@ class OracleMemoryModel(BaseChatModel):
         if _template_pattern(self.prompts.answer).fullmatch(prompt):
             answer = ", ".join(task.golds) if task.evidence and len(kept) == len(task.evidence) else "unknown"
             return f"The answer is \\boxed{{{answer}}}."
-        return "\n".join(kept) or self.nothing
+        return "\n".join([self.heading, *kept]) if kept else self.nothing
 
     def _generate(
         self,
