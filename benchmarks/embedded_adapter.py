@@ -21,6 +21,8 @@ from memagent_graph.integrations.local_engine import embedded_chat_model
 from memagent_graph.training.evaluation import (
     build_readers,
     check_methods,
+    check_samples,
+    check_tasks,
     evaluate,
     format_table,
     parse_lengths,
@@ -43,7 +45,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", default=str(Path(__file__).parent / "results" / "embedded_adapter"))
     args = parser.parse_args()
-    tasks, lengths = args.task.split(","), parse_lengths(args.lengths)
+    tasks, lengths = check_tasks(args.task.split(",")), parse_lengths(args.lengths)
+    check_samples(args.samples)
     baselines = check_methods(args.baselines.split(",")) if args.baselines else []
     config = MemAgentConfig.build(
         chunk_tokens=args.chunk_tokens,

@@ -75,13 +75,12 @@ def test_calls_that_write_new_notes_are_the_updates_that_change_the_memory_to_so
 
 
 def test_oversampling_repeats_new_notes_until_they_reach_the_share(traces):
+    flags = writes_new_notes(traces, nothing="none")
+    new_calls = {id(call) for call, flag in zip(traces, flags, strict=True) if flag}
     balanced = oversample_new_notes(list(reversed(traces)), nothing="none", share=0.5, seed=3)
-    new = sum(writes_new_notes(traces, nothing="none"))
-    repeats = len(balanced) - len(traces)
-    assert repeats > 0 and new + repeats >= len(traces) - new
-    assert set(map(id, balanced[len(traces) :])) <= {
-        id(c) for c, f in zip(traces, writes_new_notes(traces, nothing="none"), strict=True) if f
-    }
+    repeats = balanced[len(traces) :]
+    assert repeats and len(new_calls) + len(repeats) >= len(traces) - len(new_calls)
+    assert {id(call) for call in repeats} <= new_calls
     assert balanced == oversample_new_notes(list(reversed(traces)), nothing="none", share=0.5, seed=3)
 
 

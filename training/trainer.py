@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.errors import ConfigError
-from memagent_graph.integrations.local_engine import EMBEDDED_HUB_ID, ensure_local_model
 from memagent_graph.prompts import PromptSet
 from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
@@ -233,6 +232,8 @@ class Trainer:
 
     def _policy_folder(self) -> Path:
         if self.config.policy == "embedded":
+            from memagent_graph.integrations.local_engine import ensure_local_model
+
             return ensure_local_model()
         if self.config.policy != "tiny":
             folder = Path(self.config.policy)
@@ -442,6 +443,8 @@ class Trainer:
             raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
         model = self.learner.model
         if self.config.policy == "embedded":  # name the Hub model, not this machine's converted cache folder
+            from memagent_graph.integrations.local_engine import EMBEDDED_HUB_ID
+
             model.peft_config["default"].base_model_name_or_path = EMBEDDED_HUB_ID
         model.save_pretrained(str(folder))
         return Path(folder)
