@@ -14,9 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
-
 from memagent_graph import MemAgentConfig
+from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.local_engine import embedded_chat_model
 from memagent_graph.training.evaluation import (
     build_readers,
@@ -62,16 +61,9 @@ def main() -> None:
         "memagent (adapter)": build_readers(["memagent"], adapted, tokenizer, **shared)["memagent"],
         **(build_readers(baselines, base, tokenizer, **shared) if baselines else {}),
     }
-    with tqdm(total=len(tasks) * len(lengths) * args.samples * len(readers), unit="answer", file=sys.stderr) as bar:
-        records = evaluate(
-            tasks,
-            lengths,
-            samples=args.samples,
-            readers=readers,
-            tokenizer=tokenizer,
-            seed=args.seed,
-            on_record=lambda record: (bar.set_postfix_str(f"{record.task} {record.tokens}"), bar.update()),
-        )
+    records = evaluate(
+        tasks, lengths, samples=args.samples, readers=readers, tokenizer=tokenizer, seed=args.seed, progress=True
+    )
     settings = {
         **vars(args),
         "adapter_folder": adapted.adapter_path,
@@ -83,4 +75,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ConfigError as error:  # bad options: one line, as `memagent eval` prints them
+        sys.exit(f"embedded_adapter: error: {error}")

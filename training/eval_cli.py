@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -55,8 +54,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callable[[], ModelChoice]) -> int:
     """Check every option first (nothing runs on bad input), then evaluate and report."""
-    from tqdm import tqdm
-
     from memagent_graph.training.hotpotqa import closed_book_filter, load_hotpotqa
 
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
@@ -72,21 +69,16 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         hotpotqa = closed_book_filter(hotpotqa, choice.model)
         log.info("closed-book filter: kept %d of %d HotpotQA questions", len(hotpotqa), known)
     built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
-    total = len(tasks) * len(lengths) * args.samples * len(methods)
-    with tqdm(total=total, desc="eval", unit="answer", disable=args.quiet, file=sys.stderr) as bar:
-        records = evaluate(
-            tasks,
-            lengths,
-            samples=args.samples,
-            readers=built,
-            tokenizer=choice.tokenizer,
-            seed=args.seed,
-            hotpotqa=hotpotqa,
-            on_record=lambda record: (
-                bar.set_postfix_str(f"{record.task} {record.tokens} {record.method}"),
-                bar.update(),
-            ),
-        )
+    records = evaluate(
+        tasks,
+        lengths,
+        samples=args.samples,
+        readers=built,
+        tokenizer=choice.tokenizer,
+        seed=args.seed,
+        hotpotqa=hotpotqa,
+        progress=not args.quiet,
+    )
     settings = {
         "model": choice.description,
         "tasks": tasks,

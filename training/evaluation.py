@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -131,34 +132,40 @@ def evaluate(
     tokenizer: Tokenizer,
     seed: int = 0,
     hotpotqa: Sequence[HotpotQuestion] | None = None,
-    on_record: Callable[[EvalRecord], None] | None = None,
+    progress: bool = False,
 ) -> list[EvalRecord]:
     """Read ``samples`` documents per (task, length) with every reader and score the answers; HotpotQA
-    documents are synthesized from the first ``samples`` of ``hotpotqa``."""
+    documents are synthesized from the first ``samples`` of ``hotpotqa``. ``progress``: a bar over the answers
+    on stderr."""
+    from tqdm import tqdm
+
     from memagent_graph.nodes.answer_extraction import extract_answer
     from memagent_graph.training.hotpotqa import synthesize_hotpotqa
     from memagent_graph.training.rewards import get_reward
 
     check_samples(samples)
+    names = check_tasks(tasks, hotpotqa=hotpotqa)
+    total = len(names) * len(lengths) * samples * len(readers)
     records = []
-    for name in check_tasks(tasks, hotpotqa=hotpotqa):
-        metric = get_reward("substring_match" if name == HOTPOTQA else get_task_kind(name).metric)
-        for tokens in lengths:
-            if name == HOTPOTQA:
-                documents = synthesize_hotpotqa(hotpotqa, tokens=tokens, tokenizer=tokenizer, count=samples)
-            else:
-                documents = generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)
-            for index, task in enumerate(documents):
-                for method, read in readers.items():
-                    started = time.perf_counter()
-                    reply = read(task.question, task.document)
-                    answer = None if reply is None else extract_answer(reply)[0]
-                    score = None if answer is None else metric(answer, task.golds)
-                    seconds = round(time.perf_counter() - started, 2)
-                    record = EvalRecord(name, tokens, method, index, answer, task.golds, score, seconds)
-                    records.append(record)
-                    if on_record is not None:
-                        on_record(record)
+    with tqdm(total=total, desc="eval", unit="answer", disable=not progress, file=sys.stderr) as bar:
+        for name in names:
+            metric = get_reward("substring_match" if name == HOTPOTQA else get_task_kind(name).metric)
+            for tokens in lengths:
+                if name == HOTPOTQA:
+                    documents = synthesize_hotpotqa(hotpotqa, tokens=tokens, tokenizer=tokenizer, count=samples)
+                else:
+                    documents = generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)
+                for index, task in enumerate(documents):
+                    for method, read in readers.items():
+                        started = time.perf_counter()
+                        reply = read(task.question, task.document)
+                        answer = None if reply is None else extract_answer(reply)[0]
+                        score = None if answer is None else metric(answer, task.golds)
+                        seconds = round(time.perf_counter() - started, 2)
+                        record = EvalRecord(name, tokens, method, index, answer, task.golds, score, seconds)
+                        records.append(record)
+                        bar.set_postfix_str(f"{name} {tokens} {method}")
+                        bar.update()
     return records
 
 
