@@ -45,8 +45,11 @@ _FOLDER_NAME = "smollm2-135m-instruct-bf16"
 _FOLDER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 _LOCAL_EXTRAS = ("torch", "transformers", "gguf", "accelerate")
 _INSTALL_EXTRAS = 'pip install "memagent-graph[local]"'
-_CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p"})
+_CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p", "quote_from"})
 _IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
+_QUERY_LIKELIHOOD_PROMPT = "Passage: {passage}\nA question that this passage answers: "
+"""What the question is scored after (UPR's query likelihood, Sachan et al. 2022, in plain text)."""
+_SCORE_BATCH_TOKENS = 4096  # tokens per scoring forward pass (padded); bounds activation memory
 _CONVERT_LOCK = threading.Lock()
 
 
@@ -187,6 +190,8 @@ class _Sampling:
     max_tokens: int
     temperature: float
     top_p: float
+    quote_from: str | None = None
+    """When set, the reply may only copy one line of this text (or its beginning)."""
 
 
 @dataclass
@@ -223,6 +228,7 @@ class _Engine:
         self._tokenizer: HuggingFaceTokenizer | None = None
         self._load_lock = threading.Lock()
         self._start_lock = threading.Lock()
+        self._compute_lock = threading.Lock()  # generate (worker thread) and scoring (caller threads) take turns
         self._queue: queue.Queue[_Request] = queue.Queue()
         self._worker: threading.Thread | None = None
 
@@ -329,9 +335,13 @@ class _Engine:
             options: dict[str, Any] = {"do_sample": False}
         else:  # top_k=0 turns off transformers' default top-k 50, as in OpenAI-style servers
             options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        if sampling.quote_from is not None:
+            lines = [line.strip() for line in sampling.quote_from.splitlines() if line.strip()]
+            ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
+            options["logits_processor"] = [_line_copier(ids, inputs["input_ids"].shape[1], self.eos_ids)]
         if self.seed is not None:
             torch.manual_seed(self.seed)
-        with torch.inference_mode():
+        with self._compute_lock, torch.inference_mode():
             output = self.model.generate(
                 **inputs, max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id, **options
             )
@@ -342,6 +352,37 @@ class _Engine:
             self._result(tokens, prompt_size, request.stop)
             for tokens, prompt_size, request in zip(new_tokens, prompt_sizes, requests, strict=True)
         ]
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Sum of log p(question token | passage prompt, earlier question tokens), one per passage."""
+        import torch
+
+        self.load()
+        tokenizer = self.hf_tokenizer
+        question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+        if not question_ids:
+            raise ConfigError("cannot score passages against an empty question")
+        sequences = [
+            tokenizer(_QUERY_LIKELIHOOD_PROMPT.format(passage=passage), add_special_tokens=False)["input_ids"]
+            + question_ids
+            for passage in passages
+        ]
+        scores = [0.0] * len(sequences)
+        target = torch.tensor(question_ids)
+        with self._compute_lock, torch.inference_mode():
+            for batch in _length_batches(sequences, _SCORE_BATCH_TOKENS):
+                width = max(len(sequences[i]) for i in batch)
+                ids = torch.full((len(batch), width), self.pad_id)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, i in enumerate(batch):  # left padding: every question ends at the last column
+                    ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
+                    mask[row, width - len(sequences[i]) :] = 1
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+                predicted = logits[:, -len(question_ids) - 1 : -1].float().log_softmax(dim=-1)
+                picked = predicted.gather(-1, target.expand(len(batch), -1).unsqueeze(-1)).squeeze(-1)
+                for row, i in enumerate(batch):
+                    scores[i] = float(picked[row].sum())
+        return scores
 
     def _result(self, tokens: list[int], prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
         end = next((i for i, token in enumerate(tokens) if token in self.eos_ids), None)
@@ -365,6 +406,43 @@ class _Engine:
         return ChatResult(
             generations=[ChatGeneration(message=message, generation_info={"finish_reason": finish_reason})]
         )
+
+
+def _line_copier(lines: Sequence[Sequence[int]], prompt_width: int, eos_ids: frozenset[int]) -> Any:
+    """A logits processor that lets each reply be only one of ``lines`` (token ids) or its beginning, ended by
+    EOS: extractive decoding, so a small model cannot alter a value it copies, only choose which line."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class LineCopier(LogitsProcessor):
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            mask = torch.full_like(scores, float("-inf"))
+            for row, sequence in enumerate(input_ids[:, prompt_width:].tolist()):
+                mask[row, list(_line_continuations(lines, sequence, eos_ids))] = 0
+            return scores + mask
+
+    return LineCopier()
+
+
+def _line_continuations(lines: Sequence[Sequence[int]], copied: Sequence[int], eos_ids: frozenset[int]) -> set[int]:
+    """The tokens that may follow ``copied`` so that it stays the beginning of one of ``lines``; EOS once
+    ``copied`` is non-empty (and the only choice once a whole line is copied)."""
+    width = len(copied)
+    following = {line[width] for line in lines if len(line) > width and list(line[:width]) == list(copied)}
+    return following | set(eos_ids) if copied else following
+
+
+def _length_batches(sequences: Sequence[Sequence[int]], max_tokens: int) -> Iterator[list[int]]:
+    """Indices of ``sequences`` grouped by similar length, each group's padded size at most ``max_tokens``
+    (a longer sequence goes alone)."""
+    batch: list[int] = []
+    for index in sorted(range(len(sequences)), key=lambda i: len(sequences[i])):
+        if batch and len(sequences[index]) * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
 
 
 def _with_adapter(model: Any, adapter: Path) -> Any:
@@ -481,6 +559,13 @@ class LocalChatModel(BaseChatModel):
         """Return this model's tokenizer, to count chunk and memory budgets in its tokens."""
         return self._engine.tokenizer()
 
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """How well each passage predicts ``question``: log p(question | passage), summed over its tokens.
+
+        The quote memory policy (`memagent_graph.nodes.quote_memory`) keeps the sentences that score best.
+        """
+        return self._engine.score_passages(question, passages)
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -512,6 +597,7 @@ class LocalChatModel(BaseChatModel):
             max_tokens=options.get("max_tokens", self.max_tokens),
             temperature=float(options.get("temperature", self.temperature)),
             top_p=float(options.get("top_p", self.top_p)),
+            quote_from=options.get("quote_from") or None,
         )
         if not (isinstance(sampling.max_tokens, int) and sampling.max_tokens >= 1):
             raise ConfigError(f"max_tokens must be a positive integer, got {sampling.max_tokens!r}")

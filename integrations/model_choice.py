@@ -12,6 +12,22 @@ from memagent_graph.integrations.openai_endpoint import endpoint_from_env, opena
 from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
 
+EMBEDDED_READING: dict[str, object] = {
+    "memory_policy": "quote",
+    "chunk_tokens": 2048,
+    "memory_tokens": 256,
+    "answer_tokens": 64,
+    "temperature": 0.0,
+}
+"""The reading settings the embedded engine is measured at (README's study): quote memory, greedy answers."""
+
+
+def reading_defaults(*, base_url: str | None = None) -> dict[str, object]:
+    """`EMBEDDED_READING` when the embedded engine will read (no endpoint configured), else nothing: an
+    endpoint reads with MemAgent's reference settings."""
+    return dict(EMBEDDED_READING) if endpoint_from_env(base_url=base_url) is None else {}
+
+
 @dataclass(frozen=True)
 class ModelChoice:
     """The chat model, its tokenizer, and one line saying what they are (for logs)."""

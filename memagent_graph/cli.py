@@ -104,18 +104,36 @@ def _model_options(
     group.add_argument("--tokenizer", help="local folder (or tokenizer.json) of the served model's tokenizer")
     group.add_argument("--adapter", help="LoRA adapter folder for the embedded engine")
     budget = parser.add_argument_group("reading budget")
-    budget.add_argument("--chunk-tokens", type=int, default=chunk, help=f"tokens per chunk (default {chunk or 5000})")
-    budget.add_argument("--memory-tokens", type=int, default=memory, help=f"memory budget (default {memory or 1024})")
-    budget.add_argument("--answer-tokens", type=int, default=answer, help=f"answer budget (default {answer or 1024})")
-    budget.add_argument("--temperature", type=float, help="sampling temperature (default 0.7; 0 = greedy)")
+    embedded = "; the embedded engine's: {}".format
+    budget.add_argument(
+        "--chunk-tokens", type=int, default=chunk, help=f"tokens per chunk (default {chunk or 5000}{embedded(2048)})"
+    )
+    budget.add_argument(
+        "--memory-tokens", type=int, default=memory, help=f"memory budget (default {memory or 1024}{embedded(256)})"
+    )
+    budget.add_argument(
+        "--answer-tokens", type=int, default=answer, help=f"answer budget (default {answer or 1024}{embedded(64)})"
+    )
+    budget.add_argument(
+        "--memory-policy",
+        choices=("generate", "quote"),
+        help="generate: the model writes its notes (MemAgent); quote: it keeps the sentences that best predict "
+        "the question (default: quote on the embedded engine, generate on an endpoint)",
+    )
+    budget.add_argument(
+        "--temperature", type=float, help="sampling temperature (default 0.7; 0 on the embedded engine; 0 = greedy)"
+    )
     budget.add_argument("--top-p", type=float)
 
 
 def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
+    """Options given > the command's ``defaults`` > the engine's reading defaults > MemAgent's."""
     from memagent_graph.config import MemAgentConfig
+    from memagent_graph.integrations.model_choice import reading_defaults
 
-    settings = {"temperature": args.temperature, "top_p": args.top_p, **defaults}
-    for key in ("chunk_tokens", "memory_tokens", "answer_tokens"):
+    settings = reading_defaults(base_url=args.base_url)
+    settings.update({key: value for key, value in defaults.items() if value is not None})
+    for key in ("temperature", "top_p", "chunk_tokens", "memory_tokens", "answer_tokens", "memory_policy"):
         if getattr(args, key) is not None:
             settings[key] = getattr(args, key)
     return MemAgentConfig.build(**settings)
@@ -266,7 +284,7 @@ def _demo(args: argparse.Namespace) -> int:
     from memagent_graph.haystack import HAYSTACK_SOURCE, needle_document
 
     console = Console(stderr=True)
-    agent = _agent(args, _config(args, temperature=args.temperature or 0.0))
+    agent = _agent(args, _config(args, temperature=0.0))
     task = needle_document(tokens=args.tokens, tokenizer=agent.tokenizer, seed=args.seed)
     console.print(
         f"[bold]Document[/]: {agent.tokenizer.count(task.text):,} tokens of {HAYSTACK_SOURCE}, "

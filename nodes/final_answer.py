@@ -1,8 +1,12 @@
-"""`final_answer`: one call that sees only the question and the final memory, then extracts the boxed answer."""
+"""`final_answer`: one call that sees only the question and the final memory, then extracts the boxed answer.
+
+With ``memory_policy="quote"`` the reply must copy one line of the memory (extractive: nothing is invented).
+"""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -20,8 +24,12 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
     config_ = memagent_config
 
     def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
-        prompt = config_.prompts.render_answer(question=state["question"], memory=state.get("memory", ""))
-        return prompt, call_options(config_, budget="answer_tokens")
+        memory = state.get("memory", "")
+        prompt = config_.prompts.render_answer(question=state["question"], memory=memory)
+        options = call_options(config_, budget="answer_tokens")
+        if config_.memory_policy == "quote" and memory.strip():
+            options = replace(options, quote_from=memory)
+        return prompt, options
 
     def finish(state: MemAgentState, completion: Completion) -> dict[str, Any]:
         answer, source = extract_answer(completion.text)

@@ -35,6 +35,8 @@ class CallOptions:
     temperature: float
     top_p: float
     retries: RetrySettings = RetrySettings()
+    quote_from: str | None = None
+    """When set, the reply must be one line of this text (the quote policy's answer; the embedded engine)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,8 @@ def add_usage(usage: Usage | None, completion: Completion) -> Usage:
 
 
 def _bound(model: BaseChatModel, options: CallOptions) -> Runnable:
-    return model.bind(max_tokens=options.max_tokens, temperature=options.temperature, top_p=options.top_p)
+    quote = {"quote_from": options.quote_from} if options.quote_from else {}
+    return model.bind(max_tokens=options.max_tokens, temperature=options.temperature, top_p=options.top_p, **quote)
 
 
 @contextmanager

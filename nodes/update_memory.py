@@ -1,4 +1,8 @@
-"""`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory."""
+"""`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory.
+
+With ``memory_policy="quote"`` the model does not write the memory: it picks it from the previous notes and
+the chunk's sentences (`memagent_graph.nodes.quote_memory`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from langgraph.config import get_stream_writer
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
 from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
+from memagent_graph.nodes.quote_memory import quote_update, require_scorer
 from memagent_graph.registry import DocumentRegistry
 from memagent_graph.sanitize import Sanitizer
 from memagent_graph.state import PROGRESS_EVENT, MemAgentState, StepRecord
@@ -27,13 +32,25 @@ def update_memory(
     config_ = memagent_config
     sanitizer = Sanitizer.for_reading(config_.prompts, tokenizer)
 
-    def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
+    scorer = require_scorer(model) if config_.memory_policy == "quote" else None
+
+    def section_of(state: MemAgentState) -> str:
         doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
-        section = sanitizer.clean(doc.chunk_text(state["cursor"])).text
-        prompt = config_.prompts.render_update(
-            question=state["question"], memory=state.get("memory", ""), section=section
+        return sanitizer.clean(doc.chunk_text(state["cursor"])).text
+
+    def prompt_of(state: MemAgentState, section: str) -> str:
+        return config_.prompts.render_update(question=state["question"], memory=state.get("memory", ""), section=section)
+
+    def quote(state: MemAgentState, section: str, options: CallOptions) -> Completion:
+        return quote_update(
+            scorer,
+            question=state["question"],
+            previous=state.get("memory", ""),
+            section=section,
+            tokenizer=tokenizer,
+            budget=options.max_tokens,
+            min_gain=config_.quote_min_gain,
         )
-        return prompt, call_options(config_, budget="memory_tokens")
 
     def finish(state: MemAgentState, completion: Completion, options: CallOptions) -> dict[str, Any]:
         cursor, previous = state["cursor"], state.get("memory", "")
@@ -49,12 +66,18 @@ def update_memory(
         }
 
     def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
-        prompt, options = prepare(state)
-        return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config), options)
+        section, options = section_of(state), call_options(config_, budget="memory_tokens")
+        if scorer is not None:
+            return finish(state, quote(state, section, options), options)
+        completion = complete_sync(model, prompt_of(state, section), options, tokenizer=tokenizer, config=config)
+        return finish(state, completion, options)
 
     async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
-        prompt, options = await asyncio.to_thread(prepare, state)
+        section, options = await asyncio.to_thread(section_of, state), call_options(config_, budget="memory_tokens")
+        if scorer is not None:  # local scoring is CPU-bound: off the event loop too
+            return await asyncio.to_thread(lambda: finish(state, quote(state, section, options), options))
+        prompt = await asyncio.to_thread(prompt_of, state, section)
         completion = await complete(model, prompt, options, tokenizer=tokenizer, config=config)
         return await asyncio.to_thread(finish, state, completion, options)
 

@@ -1,0 +1,111 @@
+"""The quote memory policy: the memory is the sentences that make the question most likely, copied verbatim.
+
+At each chunk the candidates are the previous notes and the chunk's sentences. The model scores each by
+log p(question | sentence) (query likelihood, as UPR reranks passages: Sachan et al., 2022), and the new
+memory is the candidates that beat an empty passage by ``quote_min_gain`` nats, best first, as many as the
+memory budget holds. A small model that cannot be trusted to write notes (SmolLM2-135M invents values when
+it does) is still good at this judgement, and nothing in its memory is invented: every note is a quote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from memagent_graph.errors import ConfigError
+from memagent_graph.nodes.model_call import Completion
+from memagent_graph.tokenization import Tokenizer
+
+QUOTE_FINISH_REASON = "quote"
+"""The ``finish_reason`` of a memory update chosen by quote selection."""
+MAX_QUOTE_CHARS = 400
+"""A longer sentence (code, tables, run-on text) is split at word boundaries into pieces of about this size."""
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
+
+
+@runtime_checkable
+class PassageScorer(Protocol):
+    """A chat model that can say how well each passage predicts a question, and whose calls accept
+    ``quote_from`` (the reply must copy one line of it): the embedded engine is one."""
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """log p(question | passage) for each passage, summed over the question's tokens."""
+        ...
+
+
+def require_scorer(model: object) -> PassageScorer:
+    """``model`` as a `PassageScorer`, or a `ConfigError` naming the fix."""
+    if not isinstance(model, PassageScorer):
+        raise ConfigError(
+            f"memory_policy='quote' needs a model that scores passages (score_passages), and "
+            f"{type(model).__name__} does not; use the embedded engine, or memory_policy='generate'"
+        )
+    return model
+
+
+def split_sentences(text: str, *, max_chars: int = MAX_QUOTE_CHARS) -> list[str]:
+    """The sentences and lines of ``text``, stripped, with over-long ones cut at spaces into ``max_chars`` pieces."""
+    sentences: list[str] = []
+    for sentence in _SENTENCE_BREAK.split(text):
+        piece = ""
+        for word in sentence.split():
+            if piece and len(piece) + 1 + len(word) > max_chars:
+                sentences.append(piece)
+                piece = ""
+            piece = f"{piece} {word}" if piece else word
+        if piece:
+            sentences.append(piece)
+    return sentences
+
+
+def select_quotes(
+    question: str,
+    candidates: Sequence[str],
+    scorer: PassageScorer,
+    *,
+    tokenizer: Tokenizer,
+    budget: int,
+    min_gain: float,
+) -> list[str]:
+    """The candidates that predict ``question`` at least ``min_gain`` nats better than an empty passage, best
+    first, while their total (one per line) fits in ``budget`` tokens; a candidate too big to fit is skipped."""
+    unique = list(dict.fromkeys(candidates))
+    *scores, baseline = scorer.score_passages(question, [*unique, ""])
+    ranked = sorted(
+        (pair for pair in zip(scores, unique, strict=True) if pair[0] - baseline >= min_gain),
+        key=lambda pair: -pair[0],
+    )
+    kept: list[str] = []
+    used = 0
+    for _, quote in ranked:
+        cost = tokenizer.count(quote) + (1 if kept else 0)  # the newline between notes
+        if used + cost <= budget:
+            kept.append(quote)
+            used += cost
+    return kept
+
+
+def quote_update(
+    scorer: PassageScorer,
+    *,
+    question: str,
+    previous: str,
+    section: str,
+    tokenizer: Tokenizer,
+    budget: int,
+    min_gain: float,
+) -> Completion:
+    """One memory update by quote selection, reported like a model call (the tokens scored are its prompt)."""
+    started = time.perf_counter()
+    candidates = [line for line in previous.splitlines() if line.strip()] + split_sentences(section)
+    kept = select_quotes(question, candidates, scorer, tokenizer=tokenizer, budget=budget, min_gain=min_gain)
+    scored = sum(tokenizer.count(text) for text in candidates) + (len(candidates) + 1) * tokenizer.count(question)
+    return Completion(
+        text="\n".join(kept),
+        prompt_tokens=scored,
+        completion_tokens=0,
+        latency_s=time.perf_counter() - started,
+        finish_reason=QUOTE_FINISH_REASON,
+    )
