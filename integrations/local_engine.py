@@ -377,8 +377,9 @@ class _Engine:
                 for row, i in enumerate(batch):  # left padding: every question ends at the last column
                     ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
                     mask[row, width - len(sequences[i]) :] = 1
-                logits = self.model(input_ids=ids, attention_mask=mask).logits
-                predicted = logits[:, -len(question_ids) - 1 : -1].float().log_softmax(dim=-1)
+                # only the positions that predict the question: the output layer is a fifth of the model
+                logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=len(question_ids) + 1).logits
+                predicted = logits[:, :-1].float().log_softmax(dim=-1)
                 picked = predicted.gather(-1, target.expand(len(batch), -1).unsqueeze(-1)).squeeze(-1)
                 for row, i in enumerate(batch):
                     scores[i] = float(picked[row].sum())

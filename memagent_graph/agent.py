@@ -106,7 +106,7 @@ class MemAgent:
         """Refuse questions and templates that leave no room for the document in a chunk-sized prompt."""
         _check_questions(questions)
         chunk = self.config.chunk_tokens
-        if self._template_tokens >= chunk:
+        if self.config.memory_policy == "generate" and self._template_tokens >= chunk:  # quote sends no such prompt
             raise ConfigError(
                 f"the update prompt template alone is {self._template_tokens} tokens, not less than chunk_tokens "
                 f"({chunk}); raise --chunk-tokens (MemAgent reads 5000-token chunks) or shorten the template"

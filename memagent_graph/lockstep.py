@@ -16,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.errors import ConfigError
 from memagent_graph.errors import EmptyQuestionError
 from memagent_graph.nodes.answer_extraction import extract_answer
 from memagent_graph.nodes.final_answer import answer_step
@@ -82,6 +83,11 @@ def build_lockstep_graph(
     Each batched call sends all Q requests at once; cap them at the client (`openai_compatible(max_concurrency=)`).
     """
     reading = config or MemAgentConfig()
+    if reading.memory_policy != "generate":
+        raise ConfigError(
+            f"lockstep reading supports memory_policy='generate' only, not {reading.memory_policy!r}; "
+            "ask the questions one at a time (MemAgent.batch) or use memory_policy='generate'"
+        )
     sanitizer = Sanitizer.for_reading(reading.prompts, tokenizer)
 
     def update_prompts(state: LockstepState) -> list[str]:

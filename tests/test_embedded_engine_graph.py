@@ -34,14 +34,34 @@ def test_one_chunk_question_runs_on_the_embedded_engine(engine):
     assert answer["answer_source"] in {"boxed", "reply"}
 
 
-def test_demo_prints_the_memory_the_answer_and_a_verdict():
+def test_scoring_ranks_the_sentence_that_names_the_asked_key_first(engine):
+    question = "What is the special magic number for quiet-harbor mentioned in the provided text?"
+    passages = [
+        "The meeting closed at noon after a vote on the ferry timetable.",
+        "One of the special magic numbers for rusty-lantern is: 2291046.",
+        "One of the special magic numbers for quiet-harbor is: 8817263.",
+        "And the LORD said unto Moses, Stretch out thine hand over the sea.",
+    ]
+    scores = engine.score_passages(question, passages)
+    assert max(range(len(passages)), key=scores.__getitem__) == 2
+    assert scores[1] > scores[0] and scores[1] > scores[3]  # a same-shaped fact beats unrelated text
+
+
+def test_quote_answer_copies_one_line_of_the_notes(engine):
+    notes = "The special magic password is garnet-1663.\nThe for statement iterates over a sequence."
+    reply = engine.invoke(f"Notes:\n{notes}\n\nWhat is the special magic password?", quote_from=notes)
+    assert reply.content in {line[: len(reply.content)] for line in notes.splitlines()}
+    assert "garnet-1663" in reply.content
+
+
+def test_demo_on_the_embedded_defaults_finds_the_needle():
     result = subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", "demo", "--tokens", "1500"],
+        [sys.executable, "-m", "memagent_graph.cli", "demo", "--tokens", "4000"],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    assert "memory after chunk 1/1" in result.stderr
-    assert "Expected:" in result.stdout
-    assert any(line.startswith("Verdict: ") for line in result.stdout.splitlines())
+    assert "memory after chunk 1/" in result.stderr
+    assert "Expected: garnet-1663" in result.stdout
+    assert "Verdict: CORRECT" in result.stdout, result.stdout
