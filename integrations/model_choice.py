@@ -11,7 +11,6 @@ from langchain_core.language_models import BaseChatModel
 from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
 from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
-
 EMBEDDED_READING: dict[str, object] = {
     "memory_policy": "quote",
     "chunk_tokens": 2048,

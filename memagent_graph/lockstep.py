@@ -16,8 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.errors import ConfigError
-from memagent_graph.errors import EmptyQuestionError
+from memagent_graph.errors import ConfigError, EmptyQuestionError
 from memagent_graph.nodes.answer_extraction import extract_answer
 from memagent_graph.nodes.final_answer import answer_step
 from memagent_graph.nodes.memory_budget import enforce_memory_budget

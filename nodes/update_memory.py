@@ -39,7 +39,9 @@ def update_memory(
         return sanitizer.clean(doc.chunk_text(state["cursor"])).text
 
     def prompt_of(state: MemAgentState, section: str) -> str:
-        return config_.prompts.render_update(question=state["question"], memory=state.get("memory", ""), section=section)
+        return config_.prompts.render_update(
+            question=state["question"], memory=state.get("memory", ""), section=section
+        )
 
     def quote(state: MemAgentState, section: str, options: CallOptions) -> Completion:
         return quote_update(

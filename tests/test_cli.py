@@ -145,3 +145,40 @@ def test_missing_tokenizer_folder(server, doc, tmp_path):
         memagent("ask", str(doc), "q", "--base-url", server.base_url, "--tokenizer", str(tmp_path / "none")),
         "tokenizer not found",
     )
+
+
+@pytest.fixture
+def no_endpoint(monkeypatch):
+    for prefix in ("MEMAGENT", "OPENAI"):
+        monkeypatch.delenv(f"{prefix}_BASE_URL", raising=False)
+
+
+def _settings(*argv):
+    from memagent_graph.cli import _config, _parser
+
+    return _config(_parser().parse_args(["ask", "doc.txt", "Who?", *argv]))
+
+
+def test_the_embedded_engine_reads_with_its_measured_settings(no_endpoint):
+    config = _settings()
+    assert (config.memory_policy, config.chunk_tokens, config.memory_tokens, config.temperature) == (
+        "quote",
+        2048,
+        256,
+        0.0,
+    )
+
+
+def test_an_endpoint_reads_with_memagent_reference_settings(no_endpoint):
+    config = _settings("--base-url", "http://127.0.0.1:9/v1")
+    assert (config.memory_policy, config.chunk_tokens, config.memory_tokens, config.temperature) == (
+        "generate",
+        5000,
+        1024,
+        0.7,
+    )
+
+
+def test_options_override_the_engine_settings(no_endpoint):
+    config = _settings("--memory-policy", "generate", "--chunk-tokens", "1000", "--temperature", "0.5")
+    assert (config.memory_policy, config.chunk_tokens, config.temperature) == ("generate", 1000, 0.5)

@@ -18,7 +18,6 @@ from memagent_graph.integrations.local_engine import _line_continuations
 from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, quote_update, select_quotes, split_sentences
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 
-
 QUESTION = "What is the access code of the north gate?"
 NEEDLE = "The access code of the north gate is 7731."
 FILLER = [f"Line {i} tells of rivers, hills and the weather in spring." for i in range(60)]
