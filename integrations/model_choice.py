@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
 
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
 from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
@@ -21,10 +22,12 @@ EMBEDDED_READING: dict[str, object] = {
 """The reading settings the embedded engine is measured at (README's study): quote memory, greedy answers."""
 
 
-def reading_defaults(*, base_url: str | None = None) -> dict[str, object]:
-    """`EMBEDDED_READING` when the embedded engine will read (no endpoint configured), else nothing: an
-    endpoint reads with MemAgent's reference settings."""
-    return dict(EMBEDDED_READING) if endpoint_from_env(base_url=base_url) is None else {}
+def reading_config(*, base_url: str | None = None, **settings: object) -> MemAgentConfig:
+    """The `MemAgentConfig` of ``settings`` (None values skipped) over the engine's defaults: `EMBEDDED_READING`
+    when the embedded engine will read (no endpoint configured), else MemAgent's reference settings."""
+    chosen = dict(EMBEDDED_READING) if endpoint_from_env(base_url=base_url) is None else {}
+    chosen.update({key: value for key, value in settings.items() if value is not None})
+    return MemAgentConfig.build(**chosen)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ class BatchSettings:
     answer_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    memory_policy: str | None = None
 
     @classmethod
     def from_env(
@@ -79,14 +80,16 @@ class BatchSettings:
 
     def config(self) -> MemAgentConfig:
         """The `MemAgentConfig` these settings describe (raises `ConfigError` when invalid)."""
-        from memagent_graph.config import MemAgentConfig
+        from memagent_graph.integrations.model_choice import reading_config
 
-        return MemAgentConfig.build(
+        return reading_config(
+            base_url=self.base_url,
             chunk_tokens=self.chunk_tokens,
             memory_tokens=self.memory_tokens,
             answer_tokens=self.answer_tokens,
             temperature=self.temperature,
             top_p=self.top_p,
+            memory_policy=self.memory_policy,
         )
 
 

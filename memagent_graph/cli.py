@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+_READING_OPTIONS = ("temperature", "top_p", "chunk_tokens", "memory_tokens", "answer_tokens", "memory_policy")
 CLI_THREAD = "memagent-ask"  # one read per checkpoint file: the file is what a user names to resume
 
 log = logging.getLogger("memagent")
@@ -128,15 +129,10 @@ def _model_options(
 
 def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     """Options given > the command's ``defaults`` > the engine's reading defaults > MemAgent's."""
-    from memagent_graph.config import MemAgentConfig
-    from memagent_graph.integrations.model_choice import reading_defaults
+    from memagent_graph.integrations.model_choice import reading_config
 
-    settings = reading_defaults(base_url=args.base_url)
-    settings.update({key: value for key, value in defaults.items() if value is not None})
-    for key in ("temperature", "top_p", "chunk_tokens", "memory_tokens", "answer_tokens", "memory_policy"):
-        if getattr(args, key) is not None:
-            settings[key] = getattr(args, key)
-    return MemAgentConfig.build(**settings)
+    given = {key: getattr(args, key) for key in _READING_OPTIONS if getattr(args, key) is not None}
+    return reading_config(base_url=args.base_url, **{**defaults, **given})
 
 
 def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: Any = None) -> MemAgent:
