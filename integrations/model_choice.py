@@ -46,6 +46,7 @@ def choose_model(
     api_key: str | None = None,
     tokenizer: str | None = None,
     adapter_path: str | None = None,
+    model_path: str | None = None,
     timeout: float | None = None,
 ) -> ModelChoice:
     """Arguments first, then ``MEMAGENT_*`` / ``OPENAI_*`` variables (``MEMAGENT_TOKENIZER`` for the tokenizer).
@@ -59,9 +60,10 @@ def choose_model(
     if endpoint is None:
         from memagent_graph.integrations.local_engine import embedded_chat_model
 
-        local = embedded_chat_model(adapter_path=adapter_path)
+        local = embedded_chat_model(adapter_path=adapter_path, model_path=model_path)
+        name = f"the model in {model_path}" if model_path else "embedded SmolLM2-135M-Instruct"
         adapter = f" + adapter {adapter_path}" if adapter_path else ""
-        return ModelChoice(local, counted or local.tokenizer(), f"embedded SmolLM2-135M-Instruct on CPU{adapter}")
+        return ModelChoice(local, counted or local.tokenizer(), f"{name} on CPU{adapter}")
     options = {"timeout": timeout} if timeout is not None else {}
     chat = openai_compatible(endpoint.base_url, endpoint.model, endpoint.api_key, tokenizer=counted, **options)
     description = f"{chat.model_name} at {endpoint.base_url} (OpenAI-compatible)"

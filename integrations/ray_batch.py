@@ -50,6 +50,7 @@ class BatchSettings:
     api_key: str | None = field(default=None, repr=False)
     tokenizer: str | None = None
     adapter: str | None = None
+    model_dir: str | None = None
     chunk_tokens: int | None = None
     memory_tokens: int | None = None
     answer_tokens: int | None = None
@@ -393,6 +394,7 @@ def _build_agent(settings: BatchSettings) -> tuple[MemAgent, str]:
         api_key=settings.api_key,
         tokenizer=settings.tokenizer,
         adapter_path=settings.adapter,
+        model_path=settings.model_dir,
     )
     return MemAgent(choice.model, config=settings.config(), tokenizer=choice.tokenizer), choice.description
 

@@ -104,6 +104,9 @@ def _model_options(
     group.add_argument("--api-key", help="API key (default: MEMAGENT_API_KEY / OPENAI_API_KEY)")
     group.add_argument("--tokenizer", help="local folder (or tokenizer.json) of the served model's tokenizer")
     group.add_argument("--adapter", help="LoRA adapter folder for the embedded engine")
+    group.add_argument(
+        "--model-dir", help="a local Hugging Face model folder for the embedded engine (e.g. a full fine-tune)"
+    )
     budget = parser.add_argument_group("reading budget")
     embedded = "; the embedded engine's: {}".format
     budget.add_argument(
@@ -154,6 +157,7 @@ def _choice(args: argparse.Namespace) -> ModelChoice:
         api_key=args.api_key,
         tokenizer=args.tokenizer,
         adapter_path=args.adapter,
+        model_path=args.model_dir,
         timeout=getattr(args, "timeout", None),
     )
 

@@ -182,3 +182,11 @@ def test_an_endpoint_reads_with_memagent_reference_settings(no_endpoint):
 def test_options_override_the_engine_settings(no_endpoint):
     config = _settings("--memory-policy", "generate", "--chunk-tokens", "1000", "--temperature", "0.5")
     assert (config.memory_policy, config.chunk_tokens, config.temperature) == ("generate", 1000, 0.5)
+
+
+def test_a_missing_model_folder_is_one_clear_line(tmp_path):
+    document = tmp_path / "doc.txt"
+    document.write_text("The special magic number is 4711.", encoding="utf-8")
+    result = memagent("ask", str(document), "What is the number?", "--model-dir", str(tmp_path / "nowhere"))
+    assert result.returncode == 1
+    assert "model folder not found" in result.stderr and "Traceback" not in result.stderr
