@@ -136,3 +136,13 @@ def test_line_copier_allows_only_beginnings_of_lines_then_eos():
     assert _line_continuations(lines, [], eos) == {5}
     assert _line_continuations(lines, [5], eos) == {6, 8, 0}
     assert _line_continuations(lines, [5, 6, 7], eos) == {0}
+
+
+async def test_async_stream_reports_every_chunk_and_ends_like_invoke(tokenizer):
+    document = TextDocument(" ".join(FILLER[:25] + [NEEDLE] + FILLER[25:]))
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=3)
+    agent = MemAgent(QuotingModel(), config=config, tokenizer=tokenizer)
+    items = [item async for item in agent.astream(QUESTION, document)]
+    events, result = items[:-1], items[-1]
+    assert [event["chunk"] for event in events] == list(range(1, result.num_chunks + 1))
+    assert result.memory == NEEDLE and result.answer == agent.invoke(QUESTION, document).answer
