@@ -602,6 +602,8 @@ class LocalChatModel(BaseChatModel):
         )
         if not (isinstance(sampling.max_tokens, int) and sampling.max_tokens >= 1):
             raise ConfigError(f"max_tokens must be a positive integer, got {sampling.max_tokens!r}")
+        if sampling.quote_from is not None and not sampling.quote_from.strip():
+            raise ConfigError("quote_from has no line to copy; pass the text the reply must quote, or leave it out")
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
             raise ConfigError(
                 f"temperature must be >= 0 and top_p in (0, 1], got {sampling.temperature} and {sampling.top_p}"
