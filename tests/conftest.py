@@ -10,6 +10,15 @@ from memagent_graph.haystack import haystack_paragraphs, needle_document
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 from memagent_graph.tokenization import HuggingFaceTokenizer
 
+_NOT_UNIT = frozenset({"slow", "engine", "vllm", "integration"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test not marked slow, engine, vllm or integration is a unit test (``pytest -m unit``)."""
+    for item in items:
+        if not _NOT_UNIT & {marker.name for marker in item.iter_markers()}:
+            item.add_marker(pytest.mark.unit)
+
 
 @pytest.fixture(scope="session")
 def tokenizer() -> HuggingFaceTokenizer:

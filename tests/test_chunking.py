@@ -39,6 +39,7 @@ def test_boundaries_never_split_a_multibyte_character(tokenizer):
     assert all("\ufffd" not in chunked.chunk_text(i) for i in range(chunked.num_chunks))
 
 
+@pytest.mark.integration
 def test_a_million_token_file_chunks_exactly(tokenizer, tmp_path):
     path = tmp_path / "big.txt"
     paragraphs = haystack_paragraphs()

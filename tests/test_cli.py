@@ -8,6 +8,8 @@ import pytest
 
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 
+pytestmark = pytest.mark.integration  # not in the unit tier: each test runs the CLI in a subprocess
+
 SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30"]
 
 

@@ -26,6 +26,8 @@ from memagent_graph.training.evaluation import (
 )
 from memagent_graph.training.haystacks import filler
 
+pytestmark = pytest.mark.integration  # not in the unit tier: full evaluation runs
+
 CONFIG = MemAgentConfig(chunk_tokens=512, memory_tokens=64, answer_tokens=48, temperature=0.0)
 
 

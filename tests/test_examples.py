@@ -5,7 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memagent_graph.simulated_server import SimulatedOpenAIServer
+
+pytestmark = pytest.mark.integration  # not in the unit tier: runs the example scripts
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

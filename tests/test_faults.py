@@ -17,6 +17,8 @@ from memagent_graph.integrations import openai_compatible
 from memagent_graph.nodes.retry import backoff_s, is_transient
 from memagent_graph.simulated_server import FAULTS, FaultPlan, SimulatedOpenAIServer
 
+pytestmark = pytest.mark.integration  # not in the unit tier: real backoff and timeouts against a loopback server
+
 RETRIES = RetrySettings(max_attempts=8, initial_backoff_s=0.01, max_backoff_s=0.05)
 CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=80, answer_tokens=30, retries=RETRIES)
 TIMEOUT_S = 0.5  # the client's; a "hang" fault answers after 1 s

@@ -192,6 +192,7 @@ def test_resuming_a_thread_on_another_document_is_refused(model, tokenizer, need
         graph.invoke(None, {**config, "recursion_limit": 100})
 
 
+@pytest.mark.integration
 def test_checkpoint_database_of_a_200_chunk_run_stays_small(tokenizer, tmp_path):
     import sqlite3
 

@@ -14,6 +14,8 @@ from memagent_graph.errors import (
 from memagent_graph.integrations import chat_model_from_env, openai_compatible
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 
+pytestmark = pytest.mark.integration  # not in the unit tier: loopback HTTP servers and timeouts
+
 CONFIG = MemAgentConfig(chunk_tokens=400, memory_tokens=150, answer_tokens=40)
 
 

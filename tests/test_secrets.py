@@ -10,6 +10,8 @@ import pytest
 from memagent_graph.haystack import needle_document
 from memagent_graph.simulated_server import SimulatedOpenAIServer
 
+pytestmark = pytest.mark.integration  # not in the unit tier: CLI subprocesses against a loopback server
+
 KEY = "sk-PLANTED-a1b2c3d4e5f6g7h8i9j0"
 
 

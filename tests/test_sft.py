@@ -24,7 +24,10 @@ from memagent_graph.training.tasks import needle_tasks
 from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
 from memagent_graph.training.traces import TraceCall, write_jsonl
 
-pytestmark = pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
+pytestmark = [
+    pytest.mark.usefixtures("restore_logging"),  # `main` configures the loggers
+    pytest.mark.integration,  # not in the unit tier: fine-tunes models
+]
 
 READING = MemAgentConfig(prompts=TINY_PROMPTS, chunk_tokens=128, memory_tokens=16, answer_tokens=12, top_p=1.0)
 TEACHER = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}")

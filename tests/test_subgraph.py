@@ -125,6 +125,7 @@ def test_a_checkpointed_parent_resumes_the_read_at_the_failed_chunk(tokenizer, n
     assert len(model.calls) == agent.chunk(ticket["log_file"]).num_chunks + 1
 
 
+@pytest.mark.integration
 def test_the_example_prints_the_reply(tmp_path, needle):
     path = tmp_path / "app.log"
     path.write_text(needle.text)

@@ -20,6 +20,7 @@ def test_every_task_is_about_the_asked_length_with_its_answers_in_the_document(n
     assert task.golds and all(gold in task.document for gold in task.golds)
 
 
+@pytest.mark.integration
 def test_long_documents_reach_a_million_tokens_within_two_percent(embedded_tokenizer):
     [task] = generate_tasks("niah_single_2", 1, tokens=1_000_000, tokenizer=embedded_tokenizer)
     assert abs(embedded_tokenizer.count(task.document) - 1_000_000) < 20_000

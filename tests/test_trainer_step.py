@@ -13,6 +13,8 @@ from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.tiny_policy import build_tiny_policy
 from memagent_graph.training.trainer import LoraSettings, RLConfig, Trainer
 
+pytestmark = pytest.mark.integration  # not in the unit tier: builds trainers and policies
+
 
 @pytest.fixture
 def parity_reward():

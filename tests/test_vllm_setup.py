@@ -10,6 +10,8 @@ import pytest
 from memagent_graph.errors import EngineNotInstalledError
 from memagent_graph.integrations.vllm_server import VLLMServer, vllm_python
 
+pytestmark = pytest.mark.integration  # not in the unit tier: CLI subprocesses
+
 
 def test_a_missing_environment_names_the_setup_command(tmp_path):
     with pytest.raises(EngineNotInstalledError, match=r"memagent vllm setup` --venv"):
