@@ -191,7 +191,7 @@ class _Sampling:
     temperature: float
     top_p: float
     quote_from: str | None = None
-    """When set, the reply may only copy one line of this text (or its beginning)."""
+    """When set, the reply may only be one whole line of this text."""
 
 
 @dataclass
@@ -410,8 +410,8 @@ class _Engine:
 
 
 def _line_copier(lines: Sequence[Sequence[int]], prompt_width: int, eos_ids: frozenset[int]) -> Any:
-    """A logits processor that lets each reply be only one of ``lines`` (token ids) or its beginning, ended by
-    EOS: extractive decoding, so a small model cannot alter a value it copies, only choose which line."""
+    """A logits processor that lets each reply be only one whole line of ``lines`` (token ids), then EOS:
+    extractive decoding, so a small model cannot alter or cut a value it copies, only choose which line."""
     import torch
     from transformers import LogitsProcessor
 
@@ -426,11 +426,13 @@ def _line_copier(lines: Sequence[Sequence[int]], prompt_width: int, eos_ids: fro
 
 
 def _line_continuations(lines: Sequence[Sequence[int]], copied: Sequence[int], eos_ids: frozenset[int]) -> set[int]:
-    """The tokens that may follow ``copied`` so that it stays the beginning of one of ``lines``; EOS once
-    ``copied`` is non-empty (and the only choice once a whole line is copied)."""
-    width = len(copied)
-    following = {line[width] for line in lines if len(line) > width and list(line[:width]) == list(copied)}
-    return following | set(eos_ids) if copied else following
+    """The tokens that may follow ``copied`` so that it stays the beginning of one of ``lines``, and EOS once it
+    is a whole line (EOS alone when nothing fits: a finished row of the batch)."""
+    copied, width = list(copied), len(copied)
+    following = {line[width] for line in lines if len(line) > width and list(line[:width]) == copied}
+    if not following or any(list(line) == copied for line in lines):
+        following |= eos_ids
+    return following
 
 
 def _length_batches(sequences: Sequence[Sequence[int]], max_tokens: int) -> Iterator[list[int]]:

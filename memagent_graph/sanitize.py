@@ -58,7 +58,11 @@ class Sanitizer:
     def for_reading(cls, prompts: PromptSet, tokenizer: object) -> Sanitizer:
         """A sanitizer for the delimiter tags of ``prompts`` (e.g. ``<section>``) and the special tokens
         ``tokenizer`` declares (its ``special_tokens`` attribute, when it has one)."""
-        tags = {m.group(1) for template in (prompts.update, prompts.answer) for m in _TAG.finditer(template)}
+        tags = {
+            m.group(1)
+            for template in (prompts.update, prompts.answer, prompts.quote_answer)
+            for m in _TAG.finditer(template)
+        }
         return cls(delimiter_tags=tags, special_tokens=getattr(tokenizer, "special_tokens", ()) or ())
 
     def clean(self, text: str) -> Cleaned:

@@ -1,6 +1,7 @@
 """`final_answer`: one call that sees only the question and the final memory, then extracts the boxed answer.
 
-With ``memory_policy="quote"`` the reply must copy one line of the memory (extractive: nothing is invented).
+With ``memory_policy="quote"`` the prompt is the quote policy's and the reply must be one whole line of the
+memory (extractive: nothing is invented).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config:
     config_ = memagent_config
 
     def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
-        memory = state.get("memory", "")
-        prompt = config_.prompts.render_answer(question=state["question"], memory=memory)
+        memory, quote = state.get("memory", ""), config_.memory_policy == "quote"
+        prompt = config_.prompts.render_answer(question=state["question"], memory=memory, quote=quote)
         options = call_options(config_, budget="answer_tokens")
-        if config_.memory_policy == "quote" and memory.strip():
+        if quote and memory.strip():
             options = replace(options, quote_from=memory)
         return prompt, options
 

@@ -36,7 +36,7 @@ class CallOptions:
     top_p: float
     retries: RetrySettings = RetrySettings()
     quote_from: str | None = None
-    """When set, the reply must be one line of this text (the quote policy's answer; the embedded engine)."""
+    """When set, the reply must be one whole line of this text (the quote policy's answer; the embedded engine)."""
 
 
 @dataclass(frozen=True)

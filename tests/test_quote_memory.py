@@ -131,10 +131,11 @@ def test_lockstep_refuses_the_quote_policy(tokenizer):
         agent.ask_many([QUESTION, "Where?"], TextDocument(" ".join(FILLER)))
 
 
-def test_line_copier_allows_only_beginnings_of_lines_then_eos():
+def test_line_copier_allows_only_whole_lines_then_eos():
     lines, eos = [[5, 6, 7], [5, 8]], frozenset({0})
     assert _line_continuations(lines, [], eos) == {5}
-    assert _line_continuations(lines, [5], eos) == {6, 8, 0}
+    assert _line_continuations(lines, [5], eos) == {6, 8}
+    assert _line_continuations(lines, [5, 8], eos) == {0}
     assert _line_continuations(lines, [5, 6, 7], eos) == {0}
 
 

@@ -52,6 +52,9 @@ class PromptSet(BaseModel):
 
     update: str = Field(default_factory=lambda: _bundled("update.txt"))
     answer: str = Field(default_factory=lambda: _bundled("answer.txt"))
+    quote_answer: str = Field(default_factory=lambda: _bundled("answer_quote.txt"))
+    """The answer prompt of the quote memory policy: notes first, the question last (small models copy the
+    note the question names more often that way), asking for the note itself."""
     no_memory: str = NO_MEMORY
 
     def __init__(self, **templates: str) -> None:
@@ -65,7 +68,7 @@ class PromptSet(BaseModel):
     def _valid_update(cls, value: str) -> str:
         return _check(value, UPDATE_PLACEHOLDERS, "update")
 
-    @field_validator("answer")
+    @field_validator("answer", "quote_answer")
     @classmethod
     def _valid_answer(cls, value: str) -> str:
         return _check(value, ANSWER_PLACEHOLDERS, "answer")
@@ -90,6 +93,7 @@ class PromptSet(BaseModel):
         """The memory-update prompt for one section."""
         return render(self.update, question=question, memory=memory or self.no_memory, section=section)
 
-    def render_answer(self, *, question: str, memory: str) -> str:
-        """The final-answer prompt (question and memory only, no document)."""
-        return render(self.answer, question=question, memory=memory or self.no_memory)
+    def render_answer(self, *, question: str, memory: str, quote: bool = False) -> str:
+        """The final-answer prompt (question and memory only, no document); ``quote``: the quote policy's."""
+        template = self.quote_answer if quote else self.answer
+        return render(template, question=question, memory=memory or self.no_memory)
