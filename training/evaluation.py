@@ -225,11 +225,14 @@ def plot_accuracy(summary: dict[tuple[str, int, str], float | None], path: Path)
     tasks = sorted({task for task, _, _ in summary})
     methods = list(dict.fromkeys(method for _, _, method in summary))
     figure, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    lines = {}
     for axis, task in zip(axes[0], tasks, strict=True):
-        for method in methods:
+        for color, method in enumerate(methods):  # one colour per method in every panel
             points = sorted((n, v) for (t, n, m), v in summary.items() if t == task and m == method and v is not None)
             if points:
-                axis.plot([n for n, _ in points], [100 * v for _, v in points], marker="o", label=method)
+                (lines[method],) = axis.plot(
+                    [n for n, _ in points], [100 * v for _, v in points], marker="o", color=f"C{color}", label=method
+                )
         lengths = sorted({n for t, n, _ in summary if t == task})
         axis.set_xscale("log", base=2)
         axis.set_xticks(lengths, [format_length(n) for n in lengths])
@@ -238,7 +241,7 @@ def plot_accuracy(summary: dict[tuple[str, int, str], float | None], path: Path)
         axis.set_xlabel("document length (tokens)")
         axis.set_ylabel("accuracy (%)")
         axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=8)
+    axes[0][-1].legend(list(lines.values()), list(lines), fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
