@@ -46,6 +46,7 @@ def main() -> None:
         for policy in ("quote", "generate")
     }
     seconds: dict[str, list[float]] = {policy: [] for policy in agents}
+    per_1k_tokens: dict[str, list[float]] = {policy: [] for policy in agents}
     for round_ in range(args.rounds):
         task = suite_task("niah_single_2", round_, tokens=args.chunk_tokens, tokenizer=tokenizer, split="eval", seed=2)
         document = TextDocument(task.document)
@@ -55,12 +56,13 @@ def main() -> None:
             result = agents[policy].invoke(task.question, document)
             update = sum(step["latency_s"] for step in result.steps if step["node"] == "update_memory")
             seconds[policy].append(update / result.num_chunks)
+            per_1k_tokens[policy].append(update * 1024 / agents[policy].chunk(document).num_tokens)
             print(
                 f"round {round_} {policy}: {update:.1f} s in {result.num_chunks} update(s), "
                 f"{time.perf_counter() - started:.1f} s with the answer",
                 flush=True,
             )
-    per_1k = {policy: statistics.median(values) * 1024 / args.chunk_tokens for policy, values in seconds.items()}
+    per_1k = {policy: statistics.median(values) for policy, values in per_1k_tokens.items()}
     report = {
         "chunk_tokens": args.chunk_tokens,
         "memory_tokens": args.memory_tokens,
