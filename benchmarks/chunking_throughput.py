@@ -12,7 +12,8 @@ from pathlib import Path
 
 from common import benchmark_tokenizer, haystack_text, save
 
-from memagent_graph import FileDocument, chunk_document
+from memagent_graph import FileDocument
+from memagent_graph.documents import chunk_document
 
 
 def main() -> None:

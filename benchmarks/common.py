@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memagent_graph.haystack import haystack_paragraphs
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.haystack import haystack_paragraphs
+from memagent_graph.documents.tokenization import Tokenizer
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -17,11 +17,11 @@ from common import benchmark_tokenizer, save
 from langchain_openai import ChatOpenAI
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.haystack import needle_document
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import Tokenizer, VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
 from memagent_graph.integrations.vllm_server import VLLMServer
-from memagent_graph.simulated_server import SimulatedOpenAIServer
-from memagent_graph.tokenization import Tokenizer, VLLMServerTokenizer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 
 def main() -> None:

@@ -15,10 +15,10 @@ import httpx
 from common import save
 
 from memagent_graph import MemAgent, MemAgentConfig, PromptSet, TextDocument
-from memagent_graph.haystack import needle_document
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
 from memagent_graph.integrations.vllm_server import VLLMServer
-from memagent_graph.tokenization import VLLMServerTokenizer
 
 
 def main() -> None:

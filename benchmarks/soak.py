@@ -26,9 +26,9 @@ from pathlib import Path
 from common import save
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.haystack import haystack_paragraphs, needle_document
-from memagent_graph.simulated_server import FaultPlan, SimulatedOpenAIServer
+from memagent_graph.documents.haystack import haystack_paragraphs, needle_document
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
+from memagent_graph.testing.simulated_server import FaultPlan, SimulatedOpenAIServer
 
 BUDGET = ["--chunk-tokens", "300", "--memory-tokens", "80", "--answer-tokens", "30", "--temperature", "0"]
 CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=80, answer_tokens=30, temperature=0.0)
@@ -74,7 +74,8 @@ def _soak_one(
             kill_at = rng.randrange(len(server.chat_requests()) + 1, len(server.chat_requests()) + args.chunks)
             kill = attempt < args.max_kills and rng.random() < 0.7
             process = subprocess.Popen(
-                [sys.executable, "-m", "memagent_graph.cli", "ask", str(folder / "doc.txt"), task.question,
+                [sys.executable, "-m", "memagent_graph.integrations.cli",
+"ask", str(folder / "doc.txt"), task.question,
                  "--base-url", server.base_url, "--model", server.model_name, "--timeout", "0.5", "--max-attempts", "8",
                  "--tokenizer", str(folder / "tokenizer.json"), *BUDGET, "--json", "--quiet",
                  "--checkpoint-db", str(folder / "run.db")],

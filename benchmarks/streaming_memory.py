@@ -20,7 +20,8 @@ CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {benchmarks!r})
 from common import benchmark_tokenizer
-from memagent_graph import FileDocument, chunk_document
+from memagent_graph import FileDocument
+from memagent_graph.documents import chunk_document
 tokenizer = benchmark_tokenizer()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()

@@ -19,9 +19,9 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.graph.state import CompiledStateGraph
 
 from memagent_graph import MemAgent, MemAgentConfig
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.integrations import chat_model_from_env
 from memagent_graph.integrations.tool import create_memagent_tool
-from memagent_graph.tokenization import Tokenizer
 
 
 def build_agent(

@@ -10,7 +10,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "DocumentRegistry": "memagent_graph.registry",
+    "DocumentRegistry": "memagent_graph.documents.registry",
     "Endpoint": "memagent_graph.integrations.openai_endpoint",
     "chat_model_from_env": "memagent_graph.integrations.openai_endpoint",
     "endpoint_from_env": "memagent_graph.integrations.openai_endpoint",
@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from memagent_graph.documents.registry import DocumentRegistry
     from memagent_graph.integrations.local_engine import LocalChatModel, embedded_chat_model, embedded_tokenizer
     from memagent_graph.integrations.openai_endpoint import (
         Endpoint,
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from memagent_graph.integrations.retriever import MemAgentCompressor, MemAgentRetriever
     from memagent_graph.integrations.subgraph import memagent_node
     from memagent_graph.integrations.tool import create_memagent_tool
-    from memagent_graph.registry import DocumentRegistry
 
 
 def __getattr__(name: str) -> Any:

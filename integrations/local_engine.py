@@ -31,8 +31,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr, model_validator
 
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError, EngineNotInstalledError, ModelError, ModelRequestError
-from memagent_graph.tokenization import HuggingFaceTokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,13 @@ from dataclasses import dataclass
 from langchain_core.language_models import BaseChatModel
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.tokenization import (
+    ApproximateTokenizer,
+    HuggingFaceTokenizer,
+    Tokenizer,
+    VLLMServerTokenizer,
+)
 from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
-from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
 
 EMBEDDED_READING: dict[str, object] = {
     "memory_policy": "quote",

@@ -16,8 +16,8 @@ from langchain_core.outputs import ChatResult
 from langchain_core.rate_limiters import InMemoryRateLimiter
 from langchain_openai import ChatOpenAI
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError, translate_model_error
-from memagent_graph.tokenization import Tokenizer
 
 ENV_PREFIXES = ("MEMAGENT", "OPENAI")
 NO_KEY = "EMPTY"  # vLLM's convention when the server needs no key

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from memagent_graph.documents import FileDocument, TextDocument
+from memagent_graph.documents.sources import FileDocument, TextDocument
 from memagent_graph.errors import EngineNotInstalledError, MemAgentError
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ def _check_workers(ray: Any, actors: list[Any]) -> None:
     if errors := [report["error"] for report in reports if "error" in report]:
         raise BatchError(f"the workers could not build the agent: {errors[0]}")
     log.info("workers: %d × %s", len(actors), reports[0]["model"])
-    from memagent_graph.tokenization import ApproximateTokenizer
+    from memagent_graph.documents.tokenization import ApproximateTokenizer
 
     if reports[0]["tokenizer"] == ApproximateTokenizer.name:
         log.warning("no tokenizer for the served model: budgets are approximate; pass --tokenizer PATH for exact ones")

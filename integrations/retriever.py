@@ -23,7 +23,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
 from memagent_graph.agent import MemAgent
-from memagent_graph.documents import DocumentSource, LangChainDocuments
+from memagent_graph.documents.sources import DocumentSource, LangChainDocuments
 from memagent_graph.state import MemAgentResult
 
 

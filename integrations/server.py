@@ -24,10 +24,10 @@ from pathlib import Path
 from langgraph.graph.state import CompiledStateGraph
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.errors import ConfigError
 from memagent_graph.graph import create_memagent
 from memagent_graph.integrations.model_choice import choose_model
-from memagent_graph.registry import DocumentRegistry
 
 GRAPH_NAME = "memagent"
 _BUDGET_VARIABLES = {

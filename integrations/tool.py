@@ -17,9 +17,9 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field
 
 from memagent_graph.agent import MemAgent
-from memagent_graph.documents import DocumentSource
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.sources import DocumentSource
 from memagent_graph.errors import ConfigError, MemAgentError
-from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import MemAgentResult
 
 DEFAULT_NAME = "read_long_document"

@@ -3,40 +3,44 @@
 An LLM reads a document of any length in fixed-size token chunks, overwriting a bounded memory after each
 chunk, then answers from the memory alone. Cost is linear in length; every call's context is constant.
 
-Names are imported on first use (PEP 562), so ``import memagent_graph`` and the CLI start fast.
+The public surface is below; tokenizers and chunking live in `memagent_graph.documents`, models and LangChain
+interfaces in `memagent_graph.integrations`, the trainer in `memagent_graph.training`. Names are imported on
+first use (PEP 562), so ``import memagent_graph`` and the CLI start fast.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "MemAgent": "agent",
-    "ChunkedDocument": "chunking",
-    "chunk_document": "chunking",
     "MemAgentConfig": "config",
-    "DocumentSource": "documents",
-    "FileDocument": "documents",
-    "LangChainDocuments": "documents",
-    "TextDocument": "documents",
     "MemAgentError": "errors",
+    "MemAgentResult": "state",
+    "PromptSet": "prompts",
     "build_memagent_graph": "graph",
     "create_memagent": "graph",
-    "recursion_limit_for": "graph",
-    "PromptSet": "prompts",
-    "DocumentRegistry": "registry",
-    "MemAgentResult": "state",
-    "RunSettings": "state",
-    "ApproximateTokenizer": "tokenization",
-    "HuggingFaceTokenizer": "tokenization",
-    "Tokenizer": "tokenization",
-    "VLLMServerTokenizer": "tokenization",
+    "DocumentRegistry": "documents",
+    "DocumentSource": "documents",
+    "FileDocument": "documents",
+    "HuggingFaceTokenizer": "documents",
+    "LangChainDocuments": "documents",
+    "TextDocument": "documents",
 }
+_MOVED = {
+    "ApproximateTokenizer": "documents",
+    "ChunkedDocument": "documents",
+    "Tokenizer": "documents",
+    "VLLMServerTokenizer": "documents",
+    "chunk_document": "documents",
+    "RunSettings": "state",
+    "recursion_limit_for": "graph",
+}
+"""Names exported here before the surface was trimmed: still importable, with a `DeprecationWarning`."""
 
 __all__ = [
-    "ApproximateTokenizer",
-    "ChunkedDocument",
     "DocumentRegistry",
     "DocumentSource",
     "FileDocument",
@@ -47,30 +51,33 @@ __all__ = [
     "MemAgentError",
     "MemAgentResult",
     "PromptSet",
-    "RunSettings",
     "TextDocument",
-    "Tokenizer",
-    "VLLMServerTokenizer",
     "build_memagent_graph",
-    "chunk_document",
     "create_memagent",
-    "recursion_limit_for",
 ]
 
 if TYPE_CHECKING:
     from memagent_graph.agent import MemAgent
-    from memagent_graph.chunking import ChunkedDocument, chunk_document
     from memagent_graph.config import MemAgentConfig
-    from memagent_graph.documents import DocumentSource, FileDocument, LangChainDocuments, TextDocument
+    from memagent_graph.documents import (
+        DocumentRegistry,
+        DocumentSource,
+        FileDocument,
+        HuggingFaceTokenizer,
+        LangChainDocuments,
+        TextDocument,
+    )
     from memagent_graph.errors import MemAgentError
-    from memagent_graph.graph import build_memagent_graph, create_memagent, recursion_limit_for
+    from memagent_graph.graph import build_memagent_graph, create_memagent
     from memagent_graph.prompts import PromptSet
-    from memagent_graph.registry import DocumentRegistry
-    from memagent_graph.state import MemAgentResult, RunSettings
-    from memagent_graph.tokenization import ApproximateTokenizer, HuggingFaceTokenizer, Tokenizer, VLLMServerTokenizer
+    from memagent_graph.state import MemAgentResult
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        module = f"memagent_graph.{_MOVED[name]}"
+        warnings.warn(f"memagent_graph.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
+        return getattr(import_module(module), name)
     if name not in _EXPORTS:
         raise AttributeError(f"module 'memagent_graph' has no attribute {name!r}")
     value = getattr(import_module(f"memagent_graph.{_EXPORTS[name]}"), name)

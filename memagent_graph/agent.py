@@ -22,9 +22,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from memagent_graph.chunking import ChunkedDocument
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.documents import DocumentSource
+from memagent_graph.documents.chunking import ChunkedDocument
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.sources import DocumentSource
+from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
 from memagent_graph.errors import (
     ConfigError,
     EmptyQuestionError,
@@ -34,9 +36,7 @@ from memagent_graph.errors import (
 )
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.lockstep import build_lockstep_graph
-from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, UnfinishedRead, Usage
-from memagent_graph.tokenization import ApproximateTokenizer, Tokenizer
 
 Document = DocumentSource | str
 """A `DocumentSource`, or the id of a document already in the agent's registry."""

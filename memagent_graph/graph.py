@@ -15,10 +15,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
 from memagent_graph.nodes import final_answer, read_chunk, update_memory
-from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import InputState, MemAgentState, OutputState, RunSettings
-from memagent_graph.tokenization import ApproximateTokenizer, Tokenizer
 
 STEPS_PER_CHUNK = 2
 _RECURSION_SLACK = 8

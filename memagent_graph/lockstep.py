@@ -16,6 +16,9 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.sanitize import Sanitizer
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError, EmptyQuestionError
 from memagent_graph.nodes.answer_extraction import extract_answer
 from memagent_graph.nodes.final_answer import answer_step
@@ -23,10 +26,7 @@ from memagent_graph.nodes.memory_budget import enforce_memory_budget
 from memagent_graph.nodes.model_call import Completion, call_options, complete_batch, complete_batch_sync
 from memagent_graph.nodes.read_chunk import read_chunk
 from memagent_graph.nodes.update_memory import emit_progress, memory_step
-from memagent_graph.registry import DocumentRegistry
-from memagent_graph.sanitize import Sanitizer
 from memagent_graph.state import RunSettings, StepRecord, Usage
-from memagent_graph.tokenization import Tokenizer
 
 
 class LockstepInput(TypedDict):

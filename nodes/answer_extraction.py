@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from memagent_graph.sanitize import encodable
+from memagent_graph.documents.sanitize import encodable
 
 _BOX_OPENERS = ("\\boxed{", "\\fbox{")
 

@@ -14,10 +14,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.answer_extraction import extract_answer
 from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
 from memagent_graph.state import MemAgentState, StepRecord
-from memagent_graph.tokenization import Tokenizer
 
 
 def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig) -> RunnableLambda:

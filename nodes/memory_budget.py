@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memagent_graph.sanitize import Sanitizer
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.sanitize import Sanitizer
+from memagent_graph.documents.tokenization import Tokenizer
 
 
 @dataclass(frozen=True)

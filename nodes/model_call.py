@@ -15,6 +15,8 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import get_runtime
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.documents.sanitize import encodable
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import translate_model_error
 from memagent_graph.nodes.retry import (
     abatch_with_retries,
@@ -22,9 +24,7 @@ from memagent_graph.nodes.retry import (
     batch_with_retries,
     call_with_retries,
 )
-from memagent_graph.sanitize import encodable
 from memagent_graph.state import EMPTY_USAGE, RunSettings, Usage
-from memagent_graph.tokenization import Tokenizer
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.model_call import Completion
-from memagent_graph.tokenization import Tokenizer
 
 QUOTE_FINISH_REASON = "quote"
 """The ``finish_reason`` of a memory update chosen by quote selection."""

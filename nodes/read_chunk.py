@@ -9,11 +9,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableLambda
 
-from memagent_graph.chunking import ChunkedDocument
+from memagent_graph.documents.chunking import ChunkedDocument
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import EmptyQuestionError, FingerprintMismatchError
-from memagent_graph.registry import DocumentRegistry
 from memagent_graph.state import EMPTY_USAGE, MemAgentState
-from memagent_graph.tokenization import Tokenizer
 
 
 def read_chunk(

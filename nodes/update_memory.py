@@ -16,13 +16,13 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.config import get_stream_writer
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.sanitize import Sanitizer
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
 from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
 from memagent_graph.nodes.quote_memory import quote_update, require_scorer
-from memagent_graph.registry import DocumentRegistry
-from memagent_graph.sanitize import Sanitizer
 from memagent_graph.state import PROGRESS_EVENT, MemAgentState, StepRecord
-from memagent_graph.tokenization import Tokenizer
 
 
 def update_memory(

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from memagent_graph.haystack import haystack_paragraphs, needle_document
+from memagent_graph.documents.haystack import haystack_paragraphs, needle_document
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
-from memagent_graph.tokenization import HuggingFaceTokenizer
 
 _NOT_UNIT = frozenset({"slow", "engine", "vllm", "integration"})
 

@@ -61,7 +61,7 @@ def test_the_recursion_limit_is_computed_and_passed(agent, needle, monkeypatch):
 
 
 def test_batch_answers_each_question_in_order(agent, tokenizer):
-    from memagent_graph.haystack import needle_document
+    from memagent_graph.documents.haystack import needle_document
 
     tasks = [needle_document(tokens=1200, tokenizer=tokenizer, seed=s) for s in range(4)]
     results = agent.batch([t.question for t in tasks], [TextDocument(t.text) for t in tasks], max_concurrency=2)

@@ -1,6 +1,6 @@
 """Bad input, one case per test: a specific `MemAgentError` in the API, one clear line and exit 1 in the CLI.
 
-The CLI runs in-process (`memagent_graph.cli.main`, the console script's entry point) against a simulated
+The CLI runs in-process (`memagent_graph.integrations.cli.main`, the console script's entry point) against a simulated
 server; `test_cli.py` checks the same paths through real subprocesses.
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from memagent_graph import FileDocument, HuggingFaceTokenizer, MemAgent, MemAgentConfig
-from memagent_graph.cli import main
 from memagent_graph.errors import (
     BinaryDocumentError,
     ConfigError,
@@ -30,8 +29,9 @@ from memagent_graph.errors import (
     QuestionTooLongError,
     TokenizerError,
 )
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.integrations.cli import main
 from memagent_graph.testing import RuleMemoryModel
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
 
@@ -165,7 +165,8 @@ def test_control_and_zero_width_characters_are_read_safely(tokenizer, tmp_path):
 
 PEAK_RSS = """
 import resource, sys
-from memagent_graph import FileDocument, HuggingFaceTokenizer, chunk_document
+from memagent_graph import FileDocument, HuggingFaceTokenizer
+from memagent_graph.documents import chunk_document
 tokenizer = HuggingFaceTokenizer(sys.argv[2])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 chunked = chunk_document(FileDocument(sys.argv[1]), tokenizer, 5000)

@@ -3,8 +3,9 @@ import random
 import pytest
 from langchain_core.documents import Document
 
-from memagent_graph import FileDocument, LangChainDocuments, TextDocument, chunk_document
-from memagent_graph.haystack import haystack_paragraphs
+from memagent_graph import FileDocument, LangChainDocuments, TextDocument
+from memagent_graph.documents import chunk_document
+from memagent_graph.documents.haystack import haystack_paragraphs
 
 
 def _decoded(chunked):
@@ -70,7 +71,7 @@ def test_fingerprint_is_stable_for_the_same_content_tokenizer_and_size(tokenizer
 
 
 def test_fingerprint_changes_with_content_tokenizer_or_chunk_size(tokenizer, needle):
-    from memagent_graph import ApproximateTokenizer
+    from memagent_graph.documents import ApproximateTokenizer
 
     base = chunk_document(TextDocument(needle.text), tokenizer, 256).fingerprint
     assert base != chunk_document(TextDocument(needle.text + "!"), tokenizer, 256).fingerprint

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: each test runs the CLI in a subprocess
 
@@ -19,7 +19,7 @@ def memagent(*args, stdin=None, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
     env.update(env_extra or {})
     return subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", *args],
+        [sys.executable, "-m", "memagent_graph.integrations.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -156,7 +156,7 @@ def no_endpoint(monkeypatch):
 
 
 def _settings(*argv):
-    from memagent_graph.cli import _config, _parser
+    from memagent_graph.integrations.cli import _config, _parser
 
     return _config(_parser().parse_args(["ask", "doc.txt", "Who?", *argv]))
 

@@ -26,7 +26,7 @@ def test_build_ignores_unset_options():
 
 
 def test_run_settings_are_validated():
-    from memagent_graph import RunSettings
+    from memagent_graph.state import RunSettings
 
     with pytest.raises(ConfigError, match="memory_tokens must be a positive"):
         RunSettings(memory_tokens=0)

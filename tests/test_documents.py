@@ -3,8 +3,9 @@ import os
 import pytest
 from langchain_core.documents import Document
 
-from memagent_graph import FileDocument, LangChainDocuments, TextDocument, chunk_document
-from memagent_graph.documents import content_digest, split_pieces
+from memagent_graph import FileDocument, LangChainDocuments, TextDocument
+from memagent_graph.documents import chunk_document
+from memagent_graph.documents.sources import content_digest, split_pieces
 from memagent_graph.errors import (
     BinaryDocumentError,
     DocumentEncodingError,

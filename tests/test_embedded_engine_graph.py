@@ -56,7 +56,7 @@ def test_quote_answer_copies_one_line_of_the_notes(engine):
 
 def test_demo_on_the_embedded_defaults_finds_the_needle():
     result = subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", "demo", "--tokens", "4000"],
+        [sys.executable, "-m", "memagent_graph.integrations.cli", "demo", "--tokens", "4000"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -120,7 +120,16 @@ def test_an_unknown_method_names_the_known_ones():
 
 @pytest.mark.slow
 def test_memagent_eval_runs_with_the_embedded_engine(tmp_path):
-    command = [sys.executable, "-m", "memagent_graph.cli", "eval", "--task", "niah_single_1", "--lengths", "1k"]
+    command = [
+        sys.executable,
+        "-m",
+        "memagent_graph.integrations.cli",
+        "eval",
+        "--task",
+        "niah_single_1",
+        "--lengths",
+        "1k",
+    ]
     command += ["--samples", "1", "--methods", "memagent,bm25", "--chunk-tokens", "512", "--memory-tokens", "64"]
     done = subprocess.run(
         [*command, "--output-dir", str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=600

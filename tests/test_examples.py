@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: runs the example scripts
 

@@ -11,11 +11,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.config import RetrySettings
+from memagent_graph.documents.haystack import needle_document
 from memagent_graph.errors import ModelRequestError
-from memagent_graph.haystack import needle_document
 from memagent_graph.integrations import openai_compatible
 from memagent_graph.nodes.retry import backoff_s, is_transient
-from memagent_graph.simulated_server import FAULTS, FaultPlan, SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import FAULTS, FaultPlan, SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: real backoff and timeouts against a loopback server
 

@@ -5,16 +5,10 @@ import re
 import pytest
 from langgraph.errors import GraphRecursionError
 
-from memagent_graph import (
-    DocumentRegistry,
-    MemAgentConfig,
-    TextDocument,
-    build_memagent_graph,
-    create_memagent,
-    recursion_limit_for,
-)
+from memagent_graph import DocumentRegistry, MemAgentConfig, TextDocument, build_memagent_graph, create_memagent
 from memagent_graph.config import RetrySettings
 from memagent_graph.errors import FingerprintMismatchError
+from memagent_graph.graph import recursion_limit_for
 from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
@@ -99,7 +93,7 @@ def test_token_limits_and_sampling_reach_the_model(model, tokenizer, needle):
 
 
 def test_run_settings_override_the_config_per_run(model, tokenizer, needle):
-    from memagent_graph import RunSettings
+    from memagent_graph.state import RunSettings
 
     graph, chunked = _graph(model, tokenizer, needle.text)
     graph.invoke(

@@ -15,7 +15,8 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "train_tiny.yaml"
 
 
 def test_the_readme_training_command_raises_the_reward_on_two_chunk_needles(tmp_path):
-    command = [sys.executable, "-m", "memagent_graph.cli", "train", "rl", "--config", str(EXAMPLE),
+    command = [sys.executable, "-m", "memagent_graph.integrations.cli",
+"train", "rl", "--config", str(EXAMPLE),
                "--output-dir", str(tmp_path)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

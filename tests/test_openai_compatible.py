@@ -12,7 +12,7 @@ from memagent_graph.errors import (
     ModelNotFoundError,
 )
 from memagent_graph.integrations import chat_model_from_env, openai_compatible
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: loopback HTTP servers and timeouts
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from memagent_graph.documents.haystack import needle_document
 from memagent_graph.errors import ConfigError
-from memagent_graph.haystack import needle_document
 from memagent_graph.integrations.ray_batch import BatchError, BatchSettings, BatchSummary, run_batch
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -193,7 +193,11 @@ def memagent(*args, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_", "RAY_"))}
     env.update(env_extra or {})
     return subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "memagent_graph.integrations.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 

@@ -7,9 +7,9 @@ import torch
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.config import RetrySettings
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.haystack import needle_document
-from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.learner import token_logprobs
 from memagent_graph.training.recording import RecordingChatModel
 from memagent_graph.training.rollout_backends import TransformersRollout

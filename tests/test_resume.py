@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from memagent_graph import HuggingFaceTokenizer, TextDocument
-from memagent_graph.chunking import chunk_document
-from memagent_graph.haystack import needle_document
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.documents.chunking import chunk_document
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.slow
 BUDGET = ["--chunk-tokens", "300", "--memory-tokens", "80", "--answer-tokens", "30", "--temperature", "0"]
@@ -44,7 +44,8 @@ class Reader:
     def run(self, *, document="doc.txt", on_completion=None, extra=()):
         with SimulatedOpenAIServer(on_completion=on_completion) as server:
             command = [
-                sys.executable, "-m", "memagent_graph.cli", "ask", str(self.folder / document), self.task.question,
+                sys.executable, "-m", "memagent_graph.integrations.cli",
+"ask", str(self.folder / document), self.task.question,
                 "--base-url", server.base_url, "--model", server.model_name,
                 "--tokenizer", str(self.folder / "tokenizer.json"), *BUDGET, "--json", "--quiet",
                 "--checkpoint-db", str(self.db), *self.extra, *extra,

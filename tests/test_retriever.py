@@ -12,7 +12,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
 from memagent_graph import LangChainDocuments, MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.haystack import haystack_paragraphs
+from memagent_graph.documents.haystack import haystack_paragraphs
 from memagent_graph.integrations.retriever import MemAgentCompressor, MemAgentRetriever
 from memagent_graph.testing import RuleMemoryModel
 

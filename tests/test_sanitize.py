@@ -8,8 +8,8 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.prompts import PromptSet
-from memagent_graph.sanitize import Sanitizer
 from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=400, memory_tokens=150, answer_tokens=40)

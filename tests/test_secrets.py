@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from memagent_graph.haystack import needle_document
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: CLI subprocesses against a loopback server
 
@@ -25,7 +25,8 @@ def files(tokenizer, tmp_path):
 
 def _ask(folder, task, base_url, *extra):
     command = [
-        sys.executable, "-m", "memagent_graph.cli", "--debug", "ask", str(folder / "doc.txt"), task.question,
+        sys.executable, "-m", "memagent_graph.integrations.cli",
+"--debug", "ask", str(folder / "doc.txt"), task.question,
         "--base-url", base_url, "--model", "rule-model", "--api-key", KEY,
         "--tokenizer", str(folder / "tokenizer.json"),
         "--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30", "--json", *extra,

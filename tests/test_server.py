@@ -19,13 +19,15 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from memagent_graph import TextDocument, chunk_document, recursion_limit_for
+from memagent_graph import TextDocument
+from memagent_graph.documents import chunk_document
+from memagent_graph.documents.haystack import NeedleTask, needle_document
+from memagent_graph.documents.tokenization import ApproximateTokenizer, VLLMServerTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.haystack import NeedleTask, needle_document
+from memagent_graph.graph import recursion_limit_for
 from memagent_graph.integrations import server as entry
 from memagent_graph.integrations.model_choice import choose_model
-from memagent_graph.simulated_server import SimulatedOpenAIServer
-from memagent_graph.tokenization import ApproximateTokenizer, VLLMServerTokenizer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.slow
 

@@ -6,11 +6,11 @@ import copy
 
 import pytest
 
-from memagent_graph.cli import main
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.integrations.cli import main
 from memagent_graph.testing import RuleMemoryModel
-from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.learner import LearnerConfig, TorchLearner
 from memagent_graph.training.rollout_backends import TransformersRollout
 from memagent_graph.training.sft import (

@@ -14,12 +14,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from memagent_graph import MemAgent, MemAgentConfig, TextDocument, recursion_limit_for
+from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import EmptyQuestionError
+from memagent_graph.graph import recursion_limit_for
 from memagent_graph.integrations.subgraph import memagent_node
-from memagent_graph.simulated_server import SimulatedOpenAIServer
 from memagent_graph.state import PROGRESS_EVENT
 from memagent_graph.testing import RuleMemoryModel
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "subgraph.py"
 _spec = importlib.util.spec_from_file_location("subgraph_example", EXAMPLE)

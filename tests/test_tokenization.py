@@ -2,9 +2,10 @@ import logging
 
 import pytest
 
-from memagent_graph import ApproximateTokenizer, HuggingFaceTokenizer, VLLMServerTokenizer
+from memagent_graph import HuggingFaceTokenizer
+from memagent_graph.documents import ApproximateTokenizer, VLLMServerTokenizer
 from memagent_graph.errors import TokenizerError
-from memagent_graph.simulated_server import SimulatedOpenAIServer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 TEXT = "Zürich — 東京 and naïve café. \n\t  Spaces   kept."
 
@@ -79,12 +80,12 @@ def test_approximate_tokenizers_agree_on_ids():
 
 
 def test_a_server_whose_tokenize_is_not_vllms_is_not_supported(tokenizer):
-    from memagent_graph.simulated_server import SimulatedOpenAIServer as Server
+    from memagent_graph.testing.simulated_server import SimulatedOpenAIServer as Server
 
     class OtherTokenize(Server):
         def _handle(self, handler, method, body):
             if handler.path == "/tokenize":
-                from memagent_graph.simulated_server import _send
+                from memagent_graph.testing.simulated_server import _send
 
                 return _send(handler, 200, {"ids": [1, 2]})
             return super()._handle(handler, method, body)

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.chunking import chunk_document
-from memagent_graph.haystack import needle_document
+from memagent_graph.documents.chunking import chunk_document
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
-from memagent_graph.tokenization import VLLMServerTokenizer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -100,7 +100,8 @@ def test_cli_asks_vllm_and_counts_with_its_tokenize(vllm_server, document, tmp_p
     path = tmp_path / "doc.txt"
     path.write_text(document.text)
     done = subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", "ask", str(path), document.question, "--base-url",
+        [sys.executable, "-m", "memagent_graph.integrations.cli",
+"ask", str(path), document.question, "--base-url",
          vllm_server.base_url, "--chunk-tokens", "600", "--memory-tokens", "48", "--answer-tokens", "16",
          "--temperature", "0", "--json", "--quiet"],
         capture_output=True, text=True, timeout=300,

@@ -27,7 +27,7 @@ def test_an_unfinished_environment_is_not_trusted(tmp_path):
 
 def test_cli_serve_without_setup_is_one_line_and_exit_1(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "memagent_graph.cli", "vllm", "serve", "--venv", str(tmp_path / "nowhere")],
+        [sys.executable, "-m", "memagent_graph.integrations.cli", "vllm", "serve", "--venv", str(tmp_path / "nowhere")],
         capture_output=True,
         text=True,
         timeout=60,

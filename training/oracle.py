@@ -13,15 +13,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, PrivateAttr
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
 from memagent_graph.training.tasks import Task
+from memagent_graph.training.teachers import ScriptedChatModel
 
 NOTHING_YET = "No relevant information found yet."
 NOTES_HEADING = "Relevant facts:"
@@ -33,7 +31,7 @@ def _template_pattern(template: str) -> re.Pattern[str]:
     return re.compile("(?s)" + "(.*)".join(re.escape(part) for part in parts))
 
 
-class OracleMemoryModel(BaseChatModel):
+class OracleMemoryModel(ScriptedChatModel):
     """The oracle for ``tasks`` under ``prompts`` (see module doc); a question it does not know is an error."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -65,11 +63,5 @@ class OracleMemoryModel(BaseChatModel):
             return f"The answer is \\boxed{{{answer}}}."
         return "\n".join([self.heading, *kept]) if kept else self.nothing
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.reply(str(messages[-1].content))))])
+    def _reply(self, messages: list[BaseMessage], options: dict[str, Any]) -> str:
+        return self.reply(str(messages[-1].content))

@@ -19,10 +19,10 @@ import torch
 
 from memagent_graph.agent import MemAgent
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.documents import TextDocument
+from memagent_graph.documents.sources import TextDocument
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.state import RunSettings
-from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.batching import BatchingRollout
 from memagent_graph.training.learner import with_lora
 from memagent_graph.training.recording import RecordingChatModel

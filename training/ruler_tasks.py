@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Literal
 
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.training.haystacks import HaystackSource, filler, insert_at_depths
 from memagent_graph.training.tasks import Task
 

@@ -17,9 +17,9 @@ from langchain_core.language_models import BaseChatModel
 
 from memagent_graph.agent import MemAgent
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.documents import TextDocument
+from memagent_graph.documents.sources import TextDocument
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.tokenization import Tokenizer
 from memagent_graph.training.learner import TorchLearner
 from memagent_graph.training.recording import RecordingChatModel
 from memagent_graph.training.rewards import get_reward

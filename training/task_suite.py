@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.tokenization import Tokenizer
 from memagent_graph.training.ruler_tasks import Split, common_words, frequent_words, niah, variable_tracking
 from memagent_graph.training.tasks import Task
 from memagent_graph.training.two_hop import two_hop

@@ -1,6 +1,6 @@
 """Verifiable training tasks: a question, a document and its gold answers, generated offline from a seed.
 
-`needle_tasks` plants one fact per document (see `memagent_graph.haystack`) and keeps only documents whose
+`needle_tasks` plants one fact per document (see `memagent_graph.documents.haystack`) and keeps only documents whose
 needle sits wholly inside one chunk, so a perfect reader can always answer (a needle cut in two by a chunk
 boundary is unanswerable and would only add noise to the reward).
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from memagent_graph.chunking import chunk_document
-from memagent_graph.documents import TextDocument
-from memagent_graph.haystack import NeedleTask, needle_document
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.chunking import chunk_document
+from memagent_graph.documents.haystack import NeedleTask, needle_document
+from memagent_graph.documents.sources import TextDocument
+from memagent_graph.documents.tokenization import Tokenizer
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ with a few hundred thousand parameters, randomly initialised from a seed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.prompts import PromptSet
 
 CHATML_TEMPLATE = (
@@ -29,8 +31,7 @@ def build_tiny_policy(folder: str | Path, *, seed: int = 0, vocab_size: int = 10
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    from memagent_graph.haystack import haystack_paragraphs
-    from memagent_graph.testing import train_bpe_tokenizer
+    from memagent_graph.documents.haystack import haystack_paragraphs
 
     folder = Path(folder)
     bpe = train_bpe_tokenizer(haystack_paragraphs()[:400], vocab_size=vocab_size, name="tiny-bpe")
@@ -60,3 +61,23 @@ def build_tiny_policy(folder: str | Path, *, seed: int = 0, vocab_size: int = 10
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def train_bpe_tokenizer(
+    texts: Iterable[str], *, vocab_size: int = 2048, name: str = "test-bpe"
+) -> HuggingFaceTokenizer:
+    """A byte-level BPE tokenizer trained on ``texts`` in well under a second (deterministic)."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    backend = RustTokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer=trainer)
+    return HuggingFaceTokenizer(backend, name=name)

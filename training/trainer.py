@@ -22,9 +22,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
-from memagent_graph.tokenization import HuggingFaceTokenizer
 from memagent_graph.training.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
 from memagent_graph.training.learner import (
     LearnerConfig,
@@ -284,10 +284,10 @@ class Trainer:
         """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
         from transformers import AutoTokenizer
 
-        from memagent_graph.testing import RuleMemoryModel
         from memagent_graph.training.oracle import OracleMemoryModel
         from memagent_graph.training.rollout_backends import TransformersRollout
         from memagent_graph.training.sft import fine_tune, oversample_new_notes, rejection_sample, teacher_traces
+        from memagent_graph.training.teachers import RuleMemoryModel
 
         settings = self.config.warm_start
         if settings is None or settings.steps == 0:

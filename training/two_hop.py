@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.training.haystacks import HaystackSource, filler, insert_at_depths
 from memagent_graph.training.ruler_tasks import Split
 from memagent_graph.training.tasks import Task

@@ -1,12 +1,16 @@
-"""Deterministic, offline stand-ins for tests, examples and benchmarks: a rule-following memory model and a
-byte-level BPE tokenizer trained on the spot (nothing is downloaded)."""
+"""Chat models that play the memory policy by rule: teachers for warm starts and rejection-sampled SFT, and
+deterministic, zero-cost models for tests, examples and benchmarks.
+
+`ScriptedChatModel` is the one LangChain shell (sync and async generate, optional latency, usage, finish
+reason); a subclass only says what it replies to a prompt (`RuleMemoryModel` here, `OracleMemoryModel` in
+`oracle`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -16,59 +20,18 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from memagent_graph.prompts import NO_MEMORY
-from memagent_graph.tokenization import HuggingFaceTokenizer
-
-FACT_PATTERN = r"The special magic [\w ]+? is [\w-]+\."
-_NOTES = re.compile(r"<previous_notes>\n(.*?)\n</previous_notes>", re.DOTALL)
-_SECTION = re.compile(r"<section>\n(.*?)\n</section>", re.DOTALL)
-_ANSWER_NOTES = re.compile(r"<notes>\n(.*?)\n</notes>", re.DOTALL)
 
 
-class RuleMemoryModel(BaseChatModel):
-    """A chat model that acts out the MemAgent prompts by rule, deterministically.
+class ScriptedChatModel(BaseChatModel):
+    """A chat model whose reply is a Python function of the prompt (`_reply`); nothing is sampled."""
 
-    On an update prompt it replies with the previous notes plus every sentence of the section matching
-    ``fact_pattern`` (and ``pad_words`` filler words, to test budgets), or ``nothing`` when there are none; on
-    an answer prompt it fills ``answer_template`` with the value of the last fact in the notes ("unknown" when
-    there is none). Every prompt and call option is recorded in ``calls``.
-    """
-
-    fact_pattern: str = FACT_PATTERN
-    nothing: str = "Nothing relevant yet."
-    answer_template: str = "From my notes, the answer is \\boxed{{{value}}}."
-    pad_words: int = 0
     latency_s: float = 0.0
-    empty_replies_at: frozenset[int] = frozenset()
+    """Seconds each call waits before replying (a stand-in for a server's latency)."""
     report_usage: bool = False
     """Report whitespace-word counts as usage, as a server reports its token counts (saves re-counting)."""
-    _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "rule-memory"
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        """Each call's prompt text and options, in order."""
-        return self._calls
 
     def _reply(self, messages: list[BaseMessage], options: dict[str, Any]) -> str:
-        prompt = str(messages[-1].content)
-        self._calls.append({"prompt": prompt, **options})
-        if len(self._calls) - 1 in self.empty_replies_at:
-            return ""
-        section = _SECTION.search(prompt)
-        if section is None:
-            notes = _ANSWER_NOTES.search(prompt)
-            facts = re.findall(self.fact_pattern, notes.group(1) if notes else "")
-            value = facts[-1].rsplit(" is ", 1)[1].rstrip(".") if facts else "unknown"
-            return self.answer_template.format(value=value)
-        notes_match = _NOTES.search(prompt)
-        previous = notes_match.group(1) if notes_match else ""
-        lines = [] if previous in ("", NO_MEMORY, self.nothing) else [previous]
-        lines += re.findall(self.fact_pattern, section.group(1))
-        lines += ["filler"] * self.pad_words
-        return "\n".join(lines) or self.nothing
+        raise NotImplementedError
 
     def _generate(
         self,
@@ -101,21 +64,51 @@ class RuleMemoryModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def train_bpe_tokenizer(
-    texts: Iterable[str], *, vocab_size: int = 2048, name: str = "test-bpe"
-) -> HuggingFaceTokenizer:
-    """A byte-level BPE tokenizer trained on ``texts`` in well under a second (deterministic)."""
-    from tokenizers import Tokenizer as RustTokenizer
-    from tokenizers import decoders, models, pre_tokenizers, trainers
+FACT_PATTERN = r"The special magic [\w ]+? is [\w-]+\."
+_NOTES = re.compile(r"<previous_notes>\n(.*?)\n</previous_notes>", re.DOTALL)
+_SECTION = re.compile(r"<section>\n(.*?)\n</section>", re.DOTALL)
+_ANSWER_NOTES = re.compile(r"<notes>\n(.*?)\n</notes>", re.DOTALL)
 
-    backend = RustTokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(texts, trainer=trainer)
-    return HuggingFaceTokenizer(backend, name=name)
+
+class RuleMemoryModel(ScriptedChatModel):
+    """A chat model that acts out the MemAgent prompts by rule, deterministically.
+
+    On an update prompt it replies with the previous notes plus every sentence of the section matching
+    ``fact_pattern`` (and ``pad_words`` filler words, to test budgets), or ``nothing`` when there are none; on
+    an answer prompt it fills ``answer_template`` with the value of the last fact in the notes ("unknown" when
+    there is none). Every prompt and call option is recorded in ``calls``.
+    """
+
+    fact_pattern: str = FACT_PATTERN
+    nothing: str = "Nothing relevant yet."
+    answer_template: str = "From my notes, the answer is \\boxed{{{value}}}."
+    pad_words: int = 0
+    empty_replies_at: frozenset[int] = frozenset()
+    _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "rule-memory"
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Each call's prompt text and options, in order."""
+        return self._calls
+
+    def _reply(self, messages: list[BaseMessage], options: dict[str, Any]) -> str:
+        prompt = str(messages[-1].content)
+        self._calls.append({"prompt": prompt, **options})
+        if len(self._calls) - 1 in self.empty_replies_at:
+            return ""
+        section = _SECTION.search(prompt)
+        if section is None:
+            notes = _ANSWER_NOTES.search(prompt)
+            facts = re.findall(self.fact_pattern, notes.group(1) if notes else "")
+            value = facts[-1].rsplit(" is ", 1)[1].rstrip(".") if facts else "unknown"
+            return self.answer_template.format(value=value)
+        notes_match = _NOTES.search(prompt)
+        previous = notes_match.group(1) if notes_match else ""
+        lines = [] if previous in ("", NO_MEMORY, self.nothing) else [previous]
+        lines += re.findall(self.fact_pattern, section.group(1))
+        lines += ["filler"] * self.pad_words
+        return "\n".join(lines) or self.nothing

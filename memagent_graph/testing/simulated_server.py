@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage
 
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.testing import RuleMemoryModel
-from memagent_graph.tokenization import Tokenizer
 
 Fault = Literal["429", "500", "502", "503", "hang", "reset", "truncated", "empty"]
 FAULTS: tuple[Fault, ...] = ("429", "500", "502", "503", "hang", "reset", "truncated", "empty")

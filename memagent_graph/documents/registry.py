@@ -14,10 +14,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from memagent_graph.chunking import ChunkedDocument, chunk_document
-from memagent_graph.documents import DocumentSource, FileDocument
+from memagent_graph.documents.chunking import ChunkedDocument, chunk_document
+from memagent_graph.documents.sources import DocumentSource, FileDocument
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import DocumentAccessError, DocumentNotFoundError
-from memagent_graph.tokenization import Tokenizer
 
 
 class DocumentRegistry:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memagent_graph.documents import DocumentSource, FileDocument, TextDocument
+from memagent_graph.documents.sources import DocumentSource, FileDocument, TextDocument
 from memagent_graph.errors import (
     ConfigError,
     DocumentEncodingError,
@@ -183,7 +183,7 @@ def _run(
     stop: threading.Event | None = None,
 ) -> MemAgentResult:
     """Stream a read with a progress bar on stderr; returns the `MemAgentResult`."""
-    from memagent_graph.progress import ProgressBar
+    from memagent_graph.integrations.cli.progress import ProgressBar
 
     chunked = agent.chunk(document)
     result = None
@@ -281,7 +281,7 @@ def _graceful_stop() -> Iterator[threading.Event]:
 def _demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from memagent_graph.haystack import HAYSTACK_SOURCE, needle_document
+    from memagent_graph.documents.haystack import HAYSTACK_SOURCE, needle_document
 
     console = Console(stderr=True)
     agent = _agent(args, _config(args, temperature=0.0))
@@ -430,7 +430,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"memagent: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for details)", file=sys.stderr
         )
         return EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

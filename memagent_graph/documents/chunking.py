@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memagent_graph.documents import ContentHasher, DocumentSource, fingerprint_of
+from memagent_graph.documents.sources import ContentHasher, DocumentSource, fingerprint_of
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import EmptyDocumentError, TokenizerError
-from memagent_graph.tokenization import Tokenizer
 
 BATCH_PIECES = 32
 """Pieces encoded per `encode_batch` call (32 x 64 KiB: enough work to use every core)."""

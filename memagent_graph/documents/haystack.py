@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from memagent_graph.tokenization import Tokenizer
+from memagent_graph.documents.tokenization import Tokenizer
 
 HAYSTACK_SOURCE = "CPython pydoc_data.topics (Python documentation, PSF License)"
 _KEYS = ("number", "city", "colour", "password", "river", "planet")

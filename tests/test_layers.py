@@ -1,0 +1,66 @@
+"""The folders are layers (core <- nodes <- integrations, training) and test doubles stay out of production
+code: the import-linter contracts in pyproject.toml, checked on a real install of the package (our
+package-dir mapping puts nodes/, integrations/ and training/ inside `memagent_graph` only once installed)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The package as pip installs it, in a folder of its own."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(target), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
+def _lint(site: Path) -> subprocess.CompletedProcess[str]:
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
+    return subprocess.run(
+        [lint, str(ROOT / "pyproject.toml")],
+        cwd=site,
+        env={"PYTHONPATH": str(site), "PATH": str(Path(sys.executable).parent), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_every_layer_imports_only_the_layers_below_it(installed):
+    done = _lint(installed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_an_upward_import_from_the_core_breaks_the_contract(installed, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(installed, site)
+    agent = site / "memagent_graph" / "agent.py"
+    agent.write_text(agent.read_text() + "\nfrom memagent_graph.integrations import tool  # noqa\n")
+    done = _lint(site)
+    assert done.returncode != 0
+    assert "memagent_graph.agent -> memagent_graph.integrations.tool" in done.stdout
+
+
+def test_production_code_importing_a_test_double_breaks_the_contract(installed, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(installed, site)
+    trainer = site / "memagent_graph" / "training" / "trainer.py"
+    trainer.write_text(trainer.read_text() + "\nfrom memagent_graph.testing import RuleMemoryModel  # noqa\n")
+    done = _lint(site)
+    assert done.returncode != 0
+    assert "test doubles stay out of production code BROKEN" in done.stdout
