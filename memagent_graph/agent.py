@@ -29,13 +29,12 @@ from memagent_graph.documents.sources import DocumentSource
 from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
 from memagent_graph.errors import (
     ConfigError,
-    EmptyQuestionError,
     FingerprintMismatchError,
-    QuestionTooLongError,
     ReadStopped,
 )
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.lockstep import build_lockstep_graph
+from memagent_graph.nodes.read_checks import ReadChecks
 from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, UnfinishedRead, Usage
 
 Document = DocumentSource | str
@@ -67,6 +66,7 @@ class MemAgent:
         self.documents = documents if documents is not None else DocumentRegistry()
         self.checkpointer = checkpointer
         self._model, self._answer_model = model, answer_model
+        self._checks = ReadChecks(self.config, self.tokenizer)  # the graph checks too; here before chunking
         self.graph = create_memagent(
             model,
             documents=self.documents,
@@ -96,27 +96,6 @@ class MemAgent:
         if self.checkpointer is not None:
             options["durability"] = "sync"  # survives a hard kill after any completed chunk
         return run_config, options
-
-    @functools.cached_property
-    def _template_tokens(self) -> int:
-        prompts = self.config.prompts
-        return self.tokenizer.count(prompts.render_update(question="", memory="", section=""))
-
-    def _check_budget(self, questions: Sequence[str]) -> None:
-        """Refuse questions and templates that leave no room for the document in a chunk-sized prompt."""
-        _check_questions(questions)
-        chunk = self.config.chunk_tokens
-        if self.config.memory_policy == "generate" and self._template_tokens >= chunk:  # quote sends no such prompt
-            raise ConfigError(
-                f"the update prompt template alone is {self._template_tokens} tokens, not less than chunk_tokens "
-                f"({chunk}); raise --chunk-tokens (MemAgent reads 5000-token chunks) or shorten the template"
-            )
-        longest = max(self.tokenizer.count(q) for q in questions)
-        if longest > chunk:
-            raise QuestionTooLongError(
-                f"the question is {longest} tokens, longer than a whole chunk ({chunk} tokens); "
-                "shorten the question or raise --chunk-tokens"
-            )
 
     def settings_key(self, settings: RunSettings | None = None) -> str:
         """A digest of everything besides the document and question that shapes a read's result: budgets,
@@ -190,7 +169,7 @@ class MemAgent:
         When ``stop`` is set, the read stops once the current chunk is done (and saved, with a checkpointer)
         and raises `ReadStopped`; the same call on the same thread resumes it.
         """
-        self._check_budget([question])
+        self._checks.check_questions([question])
         started = time.perf_counter()
         chunked = self.chunk(document)
         run_config, options = self._prepare(chunked, thread_id, config)
@@ -216,7 +195,7 @@ class MemAgent:
         stop: threading.Event | None = None,
     ) -> AsyncIterator[ProgressEvent | MemAgentResult]:
         """Async `stream` (needs an async checkpointer, e.g. ``AsyncSqliteSaver``, if any)."""
-        await asyncio.to_thread(self._check_budget, [question])  # tokenizer work may be blocking I/O
+        await asyncio.to_thread(self._checks.check_questions, [question])  # tokenizer work may be blocking I/O
         started = time.perf_counter()
         chunked = await asyncio.to_thread(self.chunk, document)
         run_config, options = self._prepare(chunked, thread_id, config)
@@ -318,7 +297,7 @@ class MemAgent:
     ) -> list[MemAgentResult]:
         """Answer all ``questions`` in lockstep: each chunk is read once and all memories are updated by one
         batched model call per chunk. One result per question, in order."""
-        self._check_budget(questions)
+        self._checks.check_questions(questions)
         started = time.perf_counter()
         chunked = self.chunk(document)
         run_config, options = self._prepare(chunked, thread_id, config)
@@ -367,11 +346,6 @@ def _is_unfinished(snapshot: StateSnapshot) -> bool:
 def _describe_model(model: BaseChatModel) -> dict[str, Any]:
     """What identifies a chat model for resuming: its type and, when it has one, its model name."""
     return {"type": model._llm_type, "name": getattr(model, "model_name", None) or getattr(model, "model", None)}
-
-
-def _check_questions(questions: Sequence[str]) -> None:
-    if not questions or any(not q or not q.strip() for q in questions):
-        raise EmptyQuestionError("the question is empty; ask something about the document")
 
 
 def _pairs(questions: Sequence[str], documents: Document | Sequence[Document]) -> list[tuple[str, Document]]:

@@ -18,16 +18,10 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
 from memagent_graph.nodes import final_answer, read_chunk, update_memory
+from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
 from memagent_graph.state import InputState, MemAgentState, OutputState, RunSettings
 
-STEPS_PER_CHUNK = 2
-_RECURSION_SLACK = 8
-
-
-def recursion_limit_for(num_chunks: int) -> int:
-    """The superstep budget a run over ``num_chunks`` chunks needs: two per chunk, one for the answer,
-    one for the input (measured: ``2n + 2`` is the least that completes), plus slack."""
-    return STEPS_PER_CHUNK * num_chunks + 2 + _RECURSION_SLACK
+__all__ = ["build_memagent_graph", "create_memagent", "recursion_limit_for"]
 
 
 def _more_chunks(state: MemAgentState) -> Literal["read_chunk", "final_answer"]:
@@ -46,7 +40,8 @@ def build_memagent_graph(
     config = config or MemAgentConfig()
     tokenizer = tokenizer or ApproximateTokenizer()
     builder = StateGraph(MemAgentState, context_schema=RunSettings, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("read_chunk", read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens))
+    checks = ReadChecks(config, tokenizer)
+    builder.add_node("read_chunk", read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens, checks=checks))
     builder.add_node("update_memory", update_memory(model, documents, tokenizer, memagent_config=config))
     builder.add_node("final_answer", final_answer(answer_model or model, tokenizer, memagent_config=config))
     builder.add_edge(START, "read_chunk")
@@ -66,7 +61,9 @@ def create_memagent(
     checkpointer: BaseCheckpointSaver | bool | None = None,
     name: str = "memagent",
 ) -> CompiledStateGraph:
-    """The compiled MemAgent graph. Pass ``recursion_limit_for(num_chunks)`` in the config of every run."""
+    """The compiled MemAgent graph. A run needs a ``recursion_limit`` of ``recursion_limit_for(num_chunks)``
+    (LangGraph's default, 25, covers 11 chunks; a LangGraph server's, 10011, about 5,000); a lower one is
+    refused before the first model call."""
     builder = build_memagent_graph(
         model, documents=documents, tokenizer=tokenizer, config=config, answer_model=answer_model
     )

@@ -19,11 +19,12 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.errors import ConfigError, EmptyQuestionError
+from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.answer_extraction import extract_answer
 from memagent_graph.nodes.final_answer import answer_step
 from memagent_graph.nodes.memory_budget import enforce_memory_budget
 from memagent_graph.nodes.model_call import Completion, call_options, complete_batch, complete_batch_sync
+from memagent_graph.nodes.read_checks import ReadChecks
 from memagent_graph.nodes.read_chunk import read_chunk
 from memagent_graph.nodes.update_memory import emit_progress, memory_step
 from memagent_graph.state import RunSettings, StepRecord, Usage
@@ -55,8 +56,6 @@ class LockstepState(LockstepInput, total=False):
 
 def _reset_questions(state: Any) -> dict[str, Any]:
     questions = state["questions"]
-    if not questions or any(not q.strip() for q in questions):
-        raise EmptyQuestionError("every question must be non-empty; ask something about the document")
     return {"memories": [""] * len(questions), "answers": [], "answer_sources": []}
 
 
@@ -151,7 +150,14 @@ def build_lockstep_graph(
 
     builder = StateGraph(LockstepState, context_schema=RunSettings, input_schema=LockstepInput)
     builder.add_node(
-        "read_chunk", read_chunk(documents, tokenizer, chunk_tokens=reading.chunk_tokens, reset=_reset_questions)
+        "read_chunk",
+        read_chunk(
+            documents,
+            tokenizer,
+            chunk_tokens=reading.chunk_tokens,
+            checks=ReadChecks(reading, tokenizer),
+            reset=_reset_questions,
+        ),
     )
     builder.add_node(
         "update_memories", batched("update_memories", model, update_prompts, "memory_tokens", after_update)

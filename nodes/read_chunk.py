@@ -1,4 +1,5 @@
-"""`read_chunk`: select chunk ``cursor`` of the document (chunking it on first use) and check its fingerprint."""
+"""`read_chunk`: select chunk ``cursor`` of the document (chunking it on first use) and check its fingerprint;
+a fresh read first passes the read checks (`read_checks`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from memagent_graph.documents.chunking import ChunkedDocument
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.errors import EmptyQuestionError, FingerprintMismatchError
+from memagent_graph.errors import FingerprintMismatchError
+from memagent_graph.nodes.read_checks import ReadChecks, check_recursion_limit
 from memagent_graph.state import EMPTY_USAGE, MemAgentState
 
 
@@ -21,39 +23,57 @@ def read_chunk(
     tokenizer: Tokenizer,
     *,
     chunk_tokens: int,
+    checks: ReadChecks,
     reset: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
 ) -> RunnableLambda:
     """Build the node that starts or continues a read and describes the current chunk (never its text).
 
-    ``reset`` checks the input and returns the per-question fields of a fresh read (default: one question).
+    ``reset`` returns the per-question fields of a fresh read (default: one question).
     """
     reset = reset or reset_one_question
 
-    def sync(state: MemAgentState) -> dict[str, Any]:
-        return _select(state, documents.chunked(state["doc_id"], tokenizer, chunk_tokens), reset)
+    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        if _fresh(state):
+            checks.check_questions(_questions(state))
+        doc = documents.chunked(state["doc_id"], tokenizer, chunk_tokens)
+        return _select(state, doc, reset, config)
 
-    async def async_(state: MemAgentState) -> dict[str, Any]:
+    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+        if _fresh(state):  # tokenizer work may be blocking I/O (a server's /tokenize)
+            await asyncio.to_thread(checks.check_questions, _questions(state))
         doc = documents.cached(state["doc_id"], tokenizer, chunk_tokens) or await asyncio.to_thread(
             documents.chunked, state["doc_id"], tokenizer, chunk_tokens
         )
-        return _select(state, doc, reset)
+        return _select(state, doc, reset, config)
 
     return RunnableLambda(sync, afunc=async_, name="read_chunk")
 
 
 def reset_one_question(state: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh read of one question: an empty memory and no answer yet."""
-    if not state["question"].strip():
-        raise EmptyQuestionError("the question is empty; ask something about the document")
     return {"memory": "", "answer": ""}
 
 
+def _fresh(state: Mapping[str, Any]) -> bool:
+    """No read yet on this thread, or its last one finished: the input starts a new read."""
+    return "cursor" not in state or bool(state.get("finished"))
+
+
+def _questions(state: Mapping[str, Any]) -> list[str]:
+    return list(state["questions"]) if "questions" in state else [state["question"]]
+
+
 def _select(
-    state: Mapping[str, Any], doc: ChunkedDocument, reset: Callable[[Mapping[str, Any]], dict[str, Any]]
+    state: Mapping[str, Any],
+    doc: ChunkedDocument,
+    reset: Callable[[Mapping[str, Any]], dict[str, Any]],
+    config: RunnableConfig,
 ) -> dict[str, Any]:
-    """A fresh start (no cursor yet, or the thread's last run finished) resets the read; else check and go on."""
+    """A fresh start resets the read (once the run's recursion limit is known to reach the answer); else
+    check the document and go on."""
     update: dict[str, Any] = {}
-    if "cursor" not in state or state.get("finished"):
+    if _fresh(state):
+        check_recursion_limit(doc.num_chunks, config["recursion_limit"])
         update = {
             **reset(state),
             "fingerprint": doc.fingerprint,

@@ -3,12 +3,12 @@
 import re
 
 import pytest
-from langgraph.errors import GraphRecursionError
 
 from memagent_graph import DocumentRegistry, MemAgentConfig, TextDocument, build_memagent_graph, create_memagent
 from memagent_graph.config import RetrySettings
-from memagent_graph.errors import FingerprintMismatchError
+from memagent_graph.errors import ConfigError, FingerprintMismatchError
 from memagent_graph.graph import recursion_limit_for
+from memagent_graph.nodes.read_checks import minimum_recursion_limit
 from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
@@ -137,12 +137,19 @@ def test_progress_events_count_chunks(model, tokenizer, needle):
     assert all(e["type"] == "memagent.progress" and e["elapsed_s"] >= 0 for e in events)
 
 
-def test_computed_recursion_limit_is_enough_and_one_less_is_not(model, tokenizer, needle):
+def test_the_minimum_recursion_limit_completes_a_read(model, tokenizer, needle):
     graph, chunked = _graph(model, tokenizer, needle.text)
-    exact = recursion_limit_for(chunked.num_chunks) - 8  # without the slack
-    graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": exact})
-    with pytest.raises(GraphRecursionError):
-        graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": exact - 1})
+    exact = minimum_recursion_limit(chunked.num_chunks)
+    assert exact == recursion_limit_for(chunked.num_chunks) - 8  # the slack
+    assert graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": exact})["answer"]
+
+
+def test_a_recursion_limit_one_below_the_minimum_is_refused_before_any_model_call(model, tokenizer, needle):
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    too_low = minimum_recursion_limit(chunked.num_chunks) - 1
+    with pytest.raises(ConfigError, match=f"recursion_limit.*{recursion_limit_for(chunked.num_chunks)}"):
+        graph.invoke({"question": needle.question, "doc_id": "doc"}, {"recursion_limit": too_low})
+    assert model.calls == []
 
 
 def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, needle):
@@ -178,12 +185,12 @@ def test_resuming_a_thread_on_another_document_is_refused(model, tokenizer, need
     graph = create_memagent(
         model, documents=documents, tokenizer=tokenizer, config=CONFIG, checkpointer=InMemorySaver()
     )
-    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 2}
-    with pytest.raises(GraphRecursionError):  # stops the run after its first chunk
-        graph.invoke({"question": needle.question, "doc_id": "doc"}, config)
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    graph.invoke({"question": needle.question, "doc_id": "doc"}, config, interrupt_after=["update_memory"])
+    assert graph.get_state(config).values["cursor"] == 1  # stopped after its first chunk
     documents.add(TextDocument(needle.text + " changed"), doc_id="doc")
     with pytest.raises(FingerprintMismatchError, match="different document"):
-        graph.invoke(None, {**config, "recursion_limit": 100})
+        graph.invoke(None, config)
 
 
 @pytest.mark.integration

@@ -18,11 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """The package as pip installs it, in a folder of its own."""
-    target = tmp_path_factory.mktemp("site")
+    """The package as pip installs it, in a folder of its own (built from a copy of the sources: setuptools
+    keeps a build/ folder whose stale modules would otherwise ship)."""
+    source, target = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("site")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("memagent_graph", "nodes", "integrations", "training"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-        + ["--target", str(target), str(ROOT)],
+        + ["--target", str(target), str(source)],
         check=True,
         capture_output=True,
     )

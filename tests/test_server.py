@@ -178,8 +178,7 @@ def test_a_waited_run_answers_from_the_served_document(client, task, num_chunks,
         None,
         "memagent",
         input={"question": task.question, "doc_id": "needle.txt"},
-        config={"recursion_limit": recursion_limit_for(num_chunks)},
-    )
+    )  # no recursion_limit: the server's default covers about 5,000 chunks
     assert output["answer"] == task.answer and output["answer_source"] == "boxed"
     assert output["num_chunks"] == num_chunks and output["usage"]["calls"] == num_chunks + 1
     limits = {body.get("max_completion_tokens", body.get("max_tokens")) for body in endpoint.chat_requests()}
@@ -192,7 +191,6 @@ def test_a_streamed_run_reports_every_chunk_then_the_answer(client, task, num_ch
             None,
             "memagent",
             input={"question": task.question, "doc_id": "needle.txt"},
-            config={"recursion_limit": recursion_limit_for(num_chunks)},
             stream_mode=["custom", "updates"],
         )
     )
@@ -215,6 +213,29 @@ def test_a_document_outside_the_folder_is_refused(client, server, documents, pat
     assert "allowed folder" in output["__error__"]["message"]  # our errors are ValueErrors: the server passes them on
 
 
+def test_a_question_longer_than_a_chunk_is_refused_as_the_cli_refuses_it(client, endpoint):
+    before = len(endpoint.chat_requests())
+    question = "Which of these words is the magic one? " + "candidate " * 500
+    output = client.runs.wait(None, "memagent", input={"question": question, "doc_id": "needle.txt"}, raise_error=False)
+    assert output["__error__"]["error"] == "QuestionTooLongError"
+    assert "longer than a whole chunk (400 tokens)" in output["__error__"]["message"]
+    assert len(endpoint.chat_requests()) == before  # refused before any model call
+
+
+def test_a_recursion_limit_too_low_for_the_document_is_refused_with_the_one_to_pass(client, endpoint, num_chunks):
+    before = len(endpoint.chat_requests())
+    output = client.runs.wait(
+        None,
+        "memagent",
+        input={"question": "What is the magic number?", "doc_id": "needle.txt"},
+        config={"recursion_limit": 5},
+        raise_error=False,
+    )
+    assert output["__error__"]["error"] == "ConfigError"
+    assert f'"recursion_limit": {recursion_limit_for(num_chunks)}' in output["__error__"]["message"]
+    assert len(endpoint.chat_requests()) == before
+
+
 def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint, documents, task, num_chunks):
     env = {"MEMAGENT_BASE_URL": endpoint.base_url, "MEMAGENT_DOCUMENTS_DIR": str(documents)}
     with langgraph_dev(tmp_path, **env) as dev:
@@ -222,7 +243,6 @@ def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint
             None,
             "memagent",
             input={"question": task.question, "doc_id": "needle.txt"},
-            config={"recursion_limit": recursion_limit_for(num_chunks)},
             raise_error=False,
         )
     assert output.get("answer") == task.answer, output

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.errors import EmptyQuestionError
+from memagent_graph.errors import EmptyQuestionError, QuestionTooLongError
 from memagent_graph.graph import recursion_limit_for
 from memagent_graph.integrations.subgraph import memagent_node
 from memagent_graph.state import PROGRESS_EVENT
@@ -111,6 +111,15 @@ def test_the_memory_key_receives_the_memory(agent, needle):
 def test_an_empty_question_is_refused(agent, ticket):
     with pytest.raises(EmptyQuestionError, match="ticket"):
         example.build_parent_graph(agent).invoke({**ticket, "ticket": "  "})
+
+
+def test_a_question_longer_than_a_chunk_is_refused_before_any_model_call(tokenizer, needle):
+    model = RuleMemoryModel()
+    agent = _agent(tokenizer, model)
+    ticket = {"ticket": "Which word? " + "candidate " * 400, "log_file": agent.documents.add(TextDocument(needle.text))}
+    with pytest.raises(QuestionTooLongError, match="longer than a whole chunk"):
+        example.build_parent_graph(agent).invoke(ticket)
+    assert model.calls == []
 
 
 def test_a_checkpointed_parent_resumes_the_read_at_the_failed_chunk(tokenizer, needle):
