@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from memagent_graph.errors import ConfigError
 from memagent_graph.training.learner import (
     LearnerConfig,
     TorchLearner,
@@ -93,6 +94,21 @@ def test_a_step_raises_positive_and_lowers_negative_advantage_responses(rollout,
     with torch.no_grad():
         after = [total(c) for c in calls]
     assert after[0] > before[0] and after[3] < before[3]  # advantages +1 and -1
+
+
+def test_a_kl_coefficient_without_a_reference_model_is_refused(rollout):
+    with pytest.raises(ConfigError, match="kl_coef=0.1 needs a reference model"):
+        _learner(rollout, kl_coef=0.1)
+
+
+def test_the_kl_to_the_starting_policy_is_zero_and_grows_once_the_policy_moves(rollout, calls):
+    model = copy.deepcopy(rollout.model)
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    learner = TorchLearner(model, config=LearnerConfig(lr=1e-2, kl_coef=0.5), pad_id=0, reference=reference)
+    learner.model.zero_grad(set_to_none=True)
+    assert learner.backward(calls, ADVANTAGES)["kl"] == pytest.approx(0.0, abs=1e-6)
+    learner.update(calls, ADVANTAGES)
+    assert learner.backward(calls, ADVANTAGES)["kl"] > 1e-4
 
 
 def test_rollout_and_learner_weights_are_identical_after_a_sync(rollout, calls):

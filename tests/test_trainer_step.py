@@ -124,6 +124,16 @@ def test_a_checkpoint_of_another_config_is_refused(policy, parity_reward, tmp_pa
         other.restore(tmp_path / "ckpt")
 
 
+def test_a_kl_coefficient_trains_against_a_frozen_copy_of_the_starting_policy(policy, parity_reward, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward, learner={"lr": 1e-3, "kl_coef": 0.1}))
+    start = _weights(trainer)
+    trainer.step()
+    reference = trainer.learner.reference
+    assert not any(p.requires_grad for p in reference.parameters())
+    assert all(torch.equal(start[k], v) for k, v in reference.state_dict().items())
+    assert any(not torch.equal(start[k], v) for k, v in trainer.learner.model.state_dict().items())
+
+
 def test_with_lora_only_the_adapters_train_and_they_reach_the_rollouts(policy, parity_reward, tmp_path):
     lora = LoraSettings(rank=4, alpha=8).model_dump()
     trainer = Trainer(_config(policy, tmp_path, reward=parity_reward, lora=lora))

@@ -14,24 +14,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
+from memagent_graph.errors import ConfigError
 from memagent_graph.training.algorithms import Aggregation, entropy_from_logits, policy_loss
 from memagent_graph.training.traces import TraceCall
 
 
-@dataclass(frozen=True)
-class LearnerConfig:
-    """Optimiser and objective settings of the learner."""
+class LearnerConfig(BaseModel):
+    """The learner's optimiser and objective (`RLConfig.learner`, the ``learner:`` block of a run's YAML)."""
 
-    lr: float = 1e-5
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lr: float = Field(1e-5, gt=0)
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    micro_batch_size: int = 4
+    micro_batch_size: int = Field(8, ge=1)
     clip_low: float = 0.2
     clip_high: float = 0.28
-    kl_coef: float = 0.0
-    temperature: float = 1.0
-    """The rollouts' sampling temperature: log-probabilities are taken from ``logits / temperature``."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Weight of the k3 KL penalty to the reference policy (the policy as training started); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
     bf16_autocast: bool = False
 
@@ -88,8 +90,25 @@ def response_logits(model: Any, packed: Packed) -> torch.Tensor:
 class TorchLearner:
     """AdamW on a Hugging Face causal LM (optionally a peft LoRA model: only trainable weights are updated)."""
 
-    def __init__(self, model: Any, *, config: LearnerConfig | None = None, pad_id: int = 0, reference: Any = None):
+    def __init__(
+        self,
+        model: Any,
+        *,
+        config: LearnerConfig | None = None,
+        pad_id: int = 0,
+        temperature: float = 1.0,
+        reference: Any = None,
+    ):
+        """``temperature`` is the rollouts' sampling temperature (log-probabilities come from ``logits /
+        temperature``); ``reference`` is the frozen model the KL penalty compares with (needed when
+        ``config.kl_coef > 0``)."""
         self.model, self.config, self.pad_id, self.reference = model, config or LearnerConfig(), pad_id, reference
+        self.temperature = temperature
+        if self.config.kl_coef > 0 and reference is None:
+            raise ConfigError(
+                f"learner.kl_coef={self.config.kl_coef} needs a reference model to compare with; "
+                "pass reference= (the Trainer keeps a frozen copy of the starting policy) or set kl_coef: 0"
+            )
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
@@ -102,7 +121,7 @@ class TorchLearner:
         for start in range(0, len(calls), config.micro_batch_size):
             packed = pack(list(calls[start : start + config.micro_batch_size]), pad_id=self.pad_id)
             with autocast:
-                logits = response_logits(self.model, packed) / config.temperature
+                logits = response_logits(self.model, packed) / self.temperature
             logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
             yield start, packed, logits, logprobs
 
@@ -163,7 +182,7 @@ class TorchLearner:
 
     def _reference_logprobs(self, packed: Packed) -> torch.Tensor:
         with torch.no_grad():
-            logits = response_logits(self.reference, packed) / self.config.temperature
+            logits = response_logits(self.reference, packed) / self.temperature
         return torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
 
 

@@ -11,7 +11,7 @@ weights (safetensors), optimiser, RNG, sampling counters and the data position, 
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -39,21 +39,6 @@ from memagent_graph.training.tasks import Task, needle_tasks
 from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
 from memagent_graph.training.traces import TraceCall, write_jsonl
 from memagent_graph.training.worker_pool import WorkerPool
-
-
-class LearnerSettings(BaseModel):
-    """The learner's optimiser and objective (see `LearnerConfig`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lr: float = Field(1e-5, gt=0)
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    micro_batch_size: int = Field(8, ge=1)
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    kl_coef: float = 0.0
-    bf16_autocast: bool = False
 
 
 class LoraSettings(BaseModel):
@@ -148,7 +133,7 @@ class RLConfig(BaseModel):
     chunk_tokens: int = 512
     memory_tokens: int = 64
     answer_tokens: int = 32
-    learner: LearnerSettings = LearnerSettings()
+    learner: LearnerConfig = LearnerConfig()
     lora: LoraSettings | None = None
     task: TaskSettings = TaskSettings()
     warm_start: WarmStart | None = None
@@ -194,9 +179,6 @@ class RLConfig(BaseModel):
             prompts=TINY_PROMPTS if self.prompts == "tiny" else PromptSet(),
         )
 
-    def learner_config(self) -> LearnerConfig:
-        return LearnerConfig(**self.learner.model_dump(), temperature=self.temperature)
-
 
 class Trainer:
     """Runs `RLConfig`: `fit` for the whole run, or `step` / `evaluate` / `save` / `restore` one at a time."""
@@ -211,10 +193,18 @@ class Trainer:
         self.tokenizer = HuggingFaceTokenizer(self.policy / "tokenizer.json")
         torch.manual_seed(config.seed)
         model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
+        # the KL reference is the policy as training starts, frozen (before LoRA: the base weights)
+        reference = _frozen_copy(model) if config.learner.kl_coef > 0 else None
         lora = config.lora.model_dump() if config.lora else None
         if lora is not None:
             model = with_lora(model, **lora)
-        self.learner = TorchLearner(model, config=config.learner_config(), pad_id=model.config.pad_token_id or 0)
+        self.learner = TorchLearner(
+            model,
+            config=config.learner,
+            pad_id=model.config.pad_token_id or 0,
+            temperature=config.temperature,
+            reference=reference,
+        )
         self.workers = WorkerPool(
             config.rollout_workers,
             use_ray=config.ray,
@@ -312,9 +302,9 @@ class Trainer:
         kept = rejection_sample(calls)
         sft = TorchLearner(
             self.learner.model,
-            # imitation fits the policy's own distribution (temperature 1), whatever the rollouts sample at
-            config=dataclasses.replace(self.config.learner_config(), lr=settings.lr, temperature=1.0),
+            config=self.config.learner.model_copy(update={"lr": settings.lr, "kl_coef": 0.0}),
             pad_id=self.learner.pad_id,
+            temperature=1.0,  # imitation fits the policy's own distribution, whatever the rollouts sample at
         )
         self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
         if settings.new_notes_share is not None:
@@ -510,3 +500,10 @@ class Trainer:
         self.workers.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
+
+
+def _frozen_copy(model: Any) -> Any:
+    """A copy of ``model`` in eval mode with no trainable weights (the KL penalty's reference policy)."""
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference

@@ -1,0 +1,25 @@
+"""The package's public surface: a dozen documented names, and the names that moved still import (with a
+warning naming their new home)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import memagent_graph
+import memagent_graph.integrations
+
+
+@pytest.mark.parametrize("package", [memagent_graph, memagent_graph.integrations], ids=lambda p: p.__name__)
+def test_each_package_exports_at_most_a_dozen_documented_names(package):
+    assert len(package.__all__) <= 13
+    for name in package.__all__:
+        assert getattr(package, name).__doc__, f"{package.__name__}.{name} has no docstring"
+
+
+@pytest.mark.parametrize("name", ["ChunkedDocument", "Tokenizer", "RunSettings", "recursion_limit_for"])
+def test_a_moved_name_still_imports_with_a_warning_that_names_its_new_module(name):
+    with pytest.warns(DeprecationWarning, match=r"import it from memagent_graph\.(documents|state|graph)"):
+        moved = getattr(importlib.import_module("memagent_graph"), name)
+    assert moved.__name__ == name
