@@ -33,7 +33,6 @@ from memagent_graph.errors import (
     ReadStopped,
 )
 from memagent_graph.graph import create_memagent, recursion_limit_for
-from memagent_graph.lockstep import build_lockstep_graph
 from memagent_graph.nodes.read_checks import ReadChecks
 from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, UnfinishedRead, Usage
 
@@ -277,14 +276,16 @@ class MemAgent:
     @functools.cached_property
     def lockstep_graph(self) -> CompiledStateGraph:
         """The compiled lockstep graph (Q questions, one batched call per chunk), sharing this agent's setup."""
-        builder = build_lockstep_graph(
+        return create_memagent(
             self._model,
             documents=self.documents,
             tokenizer=self.tokenizer,
             config=self.config,
             answer_model=self._answer_model,
+            many_questions=True,
+            checkpointer=self.checkpointer,
+            name=f"{self.graph.name}-lockstep",
         )
-        return builder.compile(checkpointer=self.checkpointer, name=f"{self.graph.name}-lockstep")
 
     def ask_many(
         self,

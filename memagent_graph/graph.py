@@ -1,4 +1,5 @@
-"""The MemAgent graph: ``read_chunk -> update_memory -> (more chunks? read_chunk : final_answer)``.
+"""The MemAgent graph: ``read_chunk -> update_memory -> (more chunks? read_chunk : final_answer)``, for one
+question or for many read in lockstep (the same nodes; `memagent_graph.nodes.questions`).
 
 `build_memagent_graph` returns the uncompiled `StateGraph` (choose your own checkpointer, store, name);
 `create_memagent` compiles it. The model, tokenizer, prompts and documents are fixed at build time;
@@ -17,9 +18,11 @@ from langgraph.graph.state import CompiledStateGraph
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
+from memagent_graph.errors import ConfigError
 from memagent_graph.nodes import final_answer, read_chunk, update_memory
+from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION
 from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
-from memagent_graph.state import InputState, MemAgentState, OutputState, RunSettings
+from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
 
 __all__ = ["build_memagent_graph", "create_memagent", "recursion_limit_for"]
 
@@ -35,15 +38,38 @@ def build_memagent_graph(
     tokenizer: Tokenizer | None = None,
     config: MemAgentConfig | None = None,
     answer_model: BaseChatModel | None = None,
+    many_questions: bool = False,
 ) -> StateGraph:
-    """The uncompiled MemAgent graph over the documents in ``documents`` (input: ``question``, ``doc_id``)."""
+    """The uncompiled MemAgent graph over the documents in ``documents`` (input: ``question``, ``doc_id``).
+
+    With ``many_questions`` it reads in lockstep (input: ``questions``, ``doc_id``): each chunk is read once
+    and every question's memory is updated by one batched model call (`LockstepState`).
+    """
     config = config or MemAgentConfig()
     tokenizer = tokenizer or ApproximateTokenizer()
-    builder = StateGraph(MemAgentState, context_schema=RunSettings, input_schema=InputState, output_schema=OutputState)
+    if many_questions and config.memory_policy != "generate":
+        raise ConfigError(
+            f"lockstep reading supports memory_policy='generate' only, not {config.memory_policy!r}; "
+            "ask the questions one at a time (MemAgent.batch) or use memory_policy='generate'"
+        )
+    questions = MANY_QUESTIONS if many_questions else ONE_QUESTION
+    if many_questions:
+        builder = StateGraph(LockstepState, context_schema=RunSettings, input_schema=LockstepInput)
+    else:
+        builder = StateGraph(
+            MemAgentState, context_schema=RunSettings, input_schema=InputState, output_schema=OutputState
+        )
     checks = ReadChecks(config, tokenizer)
-    builder.add_node("read_chunk", read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens, checks=checks))
-    builder.add_node("update_memory", update_memory(model, documents, tokenizer, memagent_config=config))
-    builder.add_node("final_answer", final_answer(answer_model or model, tokenizer, memagent_config=config))
+    builder.add_node(
+        "read_chunk",
+        read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens, checks=checks, questions=questions),
+    )
+    builder.add_node(
+        "update_memory", update_memory(model, documents, tokenizer, memagent_config=config, questions=questions)
+    )
+    builder.add_node(
+        "final_answer", final_answer(answer_model or model, tokenizer, memagent_config=config, questions=questions)
+    )
     builder.add_edge(START, "read_chunk")
     builder.add_edge("read_chunk", "update_memory")
     builder.add_conditional_edges("update_memory", _more_chunks, ["read_chunk", "final_answer"])
@@ -58,13 +84,19 @@ def create_memagent(
     tokenizer: Tokenizer | None = None,
     config: MemAgentConfig | None = None,
     answer_model: BaseChatModel | None = None,
+    many_questions: bool = False,
     checkpointer: BaseCheckpointSaver | bool | None = None,
     name: str = "memagent",
 ) -> CompiledStateGraph:
-    """The compiled MemAgent graph. A run needs a ``recursion_limit`` of ``recursion_limit_for(num_chunks)``
-    (LangGraph's default, 25, covers 11 chunks; a LangGraph server's, 10011, about 5,000); a lower one is
-    refused before the first model call."""
+    """The compiled MemAgent graph (see `build_memagent_graph`). A run needs a ``recursion_limit`` of
+    ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 11 chunks; a LangGraph server's,
+    10011, about 5,000); a lower one is refused before the first model call."""
     builder = build_memagent_graph(
-        model, documents=documents, tokenizer=tokenizer, config=config, answer_model=answer_model
+        model,
+        documents=documents,
+        tokenizer=tokenizer,
+        config=config,
+        answer_model=answer_model,
+        many_questions=many_questions,
     )
     return builder.compile(checkpointer=checkpointer, name=name)

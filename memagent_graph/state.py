@@ -72,6 +72,32 @@ class MemAgentState(InputState, total=False):
     answer_source: Literal["boxed", "reply"]
 
 
+class LockstepInput(TypedDict):
+    """The input of a lockstep read (`build_memagent_graph(..., many_questions=True)`): the questions and the
+    id of one registered document."""
+
+    questions: list[str]
+    doc_id: str
+    settings_key: NotRequired[str]
+
+
+class LockstepState(LockstepInput, total=False):
+    """The state of a lockstep read: one cursor, Q memories; ``last_steps`` holds the latest step of each
+    question (Q records, replaced at each step)."""
+
+    fingerprint: str
+    num_chunks: int
+    cursor: int
+    finished: bool
+    chunk: dict[str, int]
+    memories: list[str]
+    started_at: float
+    last_steps: list[StepRecord]
+    usage: Usage
+    answers: list[str]
+    answer_sources: list[str]
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Per-run overrides (the graph's context schema; JSON values only). None keeps the config's value."""

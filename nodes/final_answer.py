@@ -1,4 +1,5 @@
-"""`final_answer`: one call that sees only the question and the final memory, then extracts the boxed answer.
+"""`final_answer`: one call per question that sees only the question and its final memory, then extracts the
+boxed answer.
 
 With ``memory_policy="quote"`` the prompt is the quote policy's and the reply must be one whole line of the
 memory (extractive: nothing is invented).
@@ -7,6 +8,7 @@ memory (extractive: nothing is invented).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,41 +18,57 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.answer_extraction import extract_answer
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
-from memagent_graph.state import MemAgentState, StepRecord
+from memagent_graph.nodes.model_call import (
+    CallOptions,
+    Completion,
+    add_usage,
+    call_options,
+    complete_all,
+    complete_all_sync,
+)
+from memagent_graph.nodes.questions import ONE_QUESTION, Questions
+from memagent_graph.state import StepRecord
 
 
-def final_answer(model: BaseChatModel, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig) -> RunnableLambda:
-    """Build the node that answers from the memory and records whether the answer was boxed."""
+def final_answer(
+    model: BaseChatModel,
+    tokenizer: Tokenizer,
+    *,
+    memagent_config: MemAgentConfig,
+    questions: Questions = ONE_QUESTION,
+) -> RunnableLambda:
+    """Build the node that answers each question from its memory and records whether the answer was boxed."""
     config_ = memagent_config
+    quote = config_.memory_policy == "quote"
 
-    def prepare(state: MemAgentState) -> tuple[str, CallOptions]:
-        memory, quote = state.get("memory", ""), config_.memory_policy == "quote"
-        prompt = config_.prompts.render_answer(question=state["question"], memory=memory, quote=quote)
+    def prepare(state: Mapping[str, Any]) -> tuple[list[str], CallOptions]:
+        pairs = list(zip(questions.questions(state), questions.memories(state), strict=True))
+        prompts = [config_.prompts.render_answer(question=q, memory=m, quote=quote) for q, m in pairs]
         options = call_options(config_, budget="answer_tokens")
-        if quote and memory.strip():
-            options = replace(options, quote_from=memory)
-        return prompt, options
+        if quote and len(pairs) == 1 and pairs[0][1].strip():  # the graph builder refuses quote for many
+            options = replace(options, quote_from=pairs[0][1])
+        return prompts, options
 
-    def finish(state: MemAgentState, completion: Completion) -> dict[str, Any]:
-        answer, source = extract_answer(completion.text)
+    def finish(state: Mapping[str, Any], completions: list[Completion]) -> dict[str, Any]:
+        steps = [
+            answer_step(state["num_chunks"], completion, memory, tokenizer)
+            for completion, memory in zip(completions, questions.memories(state), strict=True)
+        ]
         return {
-            "answer": answer,
-            "answer_source": source,
+            **questions.answer_update([extract_answer(c.text) for c in completions], steps),
             "finished": True,
-            "last_step": answer_step(state["num_chunks"], completion, state.get("memory", ""), tokenizer),
-            "usage": add_usage(state.get("usage"), completion),
+            "usage": add_usage(state.get("usage"), completions),
         }
 
-    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
-        prompt, options = prepare(state)
-        return finish(state, complete_sync(model, prompt, options, tokenizer=tokenizer, config=config))
+    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        prompts, options = prepare(state)
+        return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config))
 
-    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
-        prompt, options = await asyncio.to_thread(prepare, state)
-        completion = await complete(model, prompt, options, tokenizer=tokenizer, config=config)
-        return await asyncio.to_thread(finish, state, completion)
+        prompts, options = await asyncio.to_thread(prepare, state)
+        completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
+        return await asyncio.to_thread(finish, state, completions)
 
     return RunnableLambda(sync, afunc=async_, name="final_answer")
 

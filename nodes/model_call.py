@@ -132,6 +132,34 @@ async def complete_batch(
     return await asyncio.to_thread(_measure_all, messages, prompts, tokenizer, latency, attempts)
 
 
+def complete_all_sync(
+    model: BaseChatModel,
+    prompts: Sequence[str],
+    options: CallOptions,
+    *,
+    tokenizer: Tokenizer,
+    config: RunnableConfig | None,
+) -> list[Completion]:
+    """One completion per prompt: a single call for one prompt, one batched call for several."""
+    if len(prompts) == 1:
+        return [complete_sync(model, prompts[0], options, tokenizer=tokenizer, config=config)]
+    return complete_batch_sync(model, prompts, options, tokenizer=tokenizer, config=config)
+
+
+async def complete_all(
+    model: BaseChatModel,
+    prompts: Sequence[str],
+    options: CallOptions,
+    *,
+    tokenizer: Tokenizer,
+    config: RunnableConfig | None,
+) -> list[Completion]:
+    """Async `complete_all_sync`."""
+    if len(prompts) == 1:
+        return [await complete(model, prompts[0], options, tokenizer=tokenizer, config=config)]
+    return await complete_batch(model, prompts, options, tokenizer=tokenizer, config=config)
+
+
 def _all_at_once(config: RunnableConfig | None, size: int) -> RunnableConfig:
     """Send a batch's prompts together (LangChain's default pool is cpu_count + 4 threads); a cap, if any,
     belongs to the client (`openai_compatible(max_concurrency=)`)."""
@@ -149,13 +177,13 @@ def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tok
     )
 
 
-def add_usage(usage: Usage | None, completion: Completion) -> Usage:
-    """Running totals after one more call."""
+def add_usage(usage: Usage | None, completions: Sequence[Completion]) -> Usage:
+    """Running totals after one more step's calls."""
     usage = usage or EMPTY_USAGE
     return {
-        "calls": usage["calls"] + 1,
-        "prompt_tokens": usage["prompt_tokens"] + completion.prompt_tokens,
-        "completion_tokens": usage["completion_tokens"] + completion.completion_tokens,
+        "calls": usage["calls"] + len(completions),
+        "prompt_tokens": usage["prompt_tokens"] + sum(c.prompt_tokens for c in completions),
+        "completion_tokens": usage["completion_tokens"] + sum(c.completion_tokens for c in completions),
     }
 
 

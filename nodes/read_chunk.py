@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -14,8 +14,9 @@ from memagent_graph.documents.chunking import ChunkedDocument
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import FingerprintMismatchError
+from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_checks import ReadChecks, check_recursion_limit
-from memagent_graph.state import EMPTY_USAGE, MemAgentState
+from memagent_graph.state import EMPTY_USAGE
 
 
 def read_chunk(
@@ -24,34 +25,25 @@ def read_chunk(
     *,
     chunk_tokens: int,
     checks: ReadChecks,
-    reset: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+    questions: Questions = ONE_QUESTION,
 ) -> RunnableLambda:
-    """Build the node that starts or continues a read and describes the current chunk (never its text).
+    """Build the node that starts or continues a read and describes the current chunk (never its text)."""
 
-    ``reset`` returns the per-question fields of a fresh read (default: one question).
-    """
-    reset = reset or reset_one_question
-
-    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if _fresh(state):
-            checks.check_questions(_questions(state))
+            checks.check_questions(questions.questions(state))
         doc = documents.chunked(state["doc_id"], tokenizer, chunk_tokens)
-        return _select(state, doc, reset, config)
+        return _select(state, doc, questions, config)
 
-    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if _fresh(state):  # tokenizer work may be blocking I/O (a server's /tokenize)
-            await asyncio.to_thread(checks.check_questions, _questions(state))
+            await asyncio.to_thread(checks.check_questions, questions.questions(state))
         doc = documents.cached(state["doc_id"], tokenizer, chunk_tokens) or await asyncio.to_thread(
             documents.chunked, state["doc_id"], tokenizer, chunk_tokens
         )
-        return _select(state, doc, reset, config)
+        return _select(state, doc, questions, config)
 
     return RunnableLambda(sync, afunc=async_, name="read_chunk")
-
-
-def reset_one_question(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A fresh read of one question: an empty memory and no answer yet."""
-    return {"memory": "", "answer": ""}
 
 
 def _fresh(state: Mapping[str, Any]) -> bool:
@@ -59,14 +51,10 @@ def _fresh(state: Mapping[str, Any]) -> bool:
     return "cursor" not in state or bool(state.get("finished"))
 
 
-def _questions(state: Mapping[str, Any]) -> list[str]:
-    return list(state["questions"]) if "questions" in state else [state["question"]]
-
-
 def _select(
     state: Mapping[str, Any],
     doc: ChunkedDocument,
-    reset: Callable[[Mapping[str, Any]], dict[str, Any]],
+    questions: Questions,
     config: RunnableConfig,
 ) -> dict[str, Any]:
     """A fresh start resets the read (once the run's recursion limit is known to reach the answer); else
@@ -75,7 +63,7 @@ def _select(
     if _fresh(state):
         check_recursion_limit(doc.num_chunks, config["recursion_limit"])
         update = {
-            **reset(state),
+            **questions.fresh(state),
             "fingerprint": doc.fingerprint,
             "num_chunks": doc.num_chunks,
             "cursor": 0,

@@ -1,4 +1,5 @@
-"""`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory.
+"""`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory
+(for each question of the read: `questions`).
 
 With ``memory_policy="quote"`` the model does not write the memory: it picks it from the previous notes and
 the chunk's sentences (`memagent_graph.nodes.quote_memory`).
@@ -20,68 +21,89 @@ from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
-from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options, complete, complete_sync
+from memagent_graph.nodes.model_call import (
+    CallOptions,
+    Completion,
+    add_usage,
+    call_options,
+    complete_all,
+    complete_all_sync,
+)
+from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.quote_memory import quote_update, require_scorer
-from memagent_graph.state import PROGRESS_EVENT, MemAgentState, StepRecord
+from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
 
 def update_memory(
-    model: BaseChatModel, documents: DocumentRegistry, tokenizer: Tokenizer, *, memagent_config: MemAgentConfig
+    model: BaseChatModel,
+    documents: DocumentRegistry,
+    tokenizer: Tokenizer,
+    *,
+    memagent_config: MemAgentConfig,
+    questions: Questions = ONE_QUESTION,
 ) -> RunnableLambda:
-    """Build the node that rewrites the memory from chunk ``cursor`` and advances the cursor."""
+    """Build the node that rewrites each question's memory from chunk ``cursor`` (one model call for one
+    question, one batched call for many) and advances the cursor."""
     config_ = memagent_config
     sanitizer = Sanitizer.for_reading(config_.prompts, tokenizer)
 
     scorer = require_scorer(model) if config_.memory_policy == "quote" else None
 
-    def section_of(state: MemAgentState) -> str:
+    def section_of(state: Mapping[str, Any]) -> str:
         doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
         return sanitizer.clean(doc.chunk_text(state["cursor"])).text
 
-    def prompt_of(state: MemAgentState, section: str) -> str:
-        return config_.prompts.render_update(
-            question=state["question"], memory=state.get("memory", ""), section=section
-        )
+    def prompts_of(state: Mapping[str, Any], section: str) -> list[str]:
+        return [
+            config_.prompts.render_update(question=question, memory=memory, section=section)
+            for question, memory in zip(questions.questions(state), questions.memories(state), strict=True)
+        ]
 
-    def quote(state: MemAgentState, section: str, options: CallOptions) -> Completion:
-        return quote_update(
-            scorer,
-            question=state["question"],
-            previous=state.get("memory", ""),
-            section=section,
-            tokenizer=tokenizer,
-            budget=options.max_tokens,
-            min_gain=config_.quote_min_gain,
-        )
+    def quotes(state: Mapping[str, Any], section: str, options: CallOptions) -> list[Completion]:
+        return [
+            quote_update(
+                scorer,
+                question=question,
+                previous=memory,
+                section=section,
+                tokenizer=tokenizer,
+                budget=options.max_tokens,
+                min_gain=config_.quote_min_gain,
+            )
+            for question, memory in zip(questions.questions(state), questions.memories(state), strict=True)
+        ]
 
-    def finish(state: MemAgentState, completion: Completion, options: CallOptions) -> dict[str, Any]:
-        cursor, previous = state["cursor"], state.get("memory", "")
-        memory = enforce_memory_budget(
-            completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens, sanitizer=sanitizer
-        )
-        emit_progress(state, memory_tokens=memory.tokens, memory=memory.text)
+    def finish(state: Mapping[str, Any], completions: list[Completion], options: CallOptions) -> dict[str, Any]:
+        cursor = state["cursor"]
+        memories = [
+            enforce_memory_budget(
+                completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens, sanitizer=sanitizer
+            )
+            for completion, previous in zip(completions, questions.memories(state), strict=True)
+        ]
+        emit_progress(state, **questions.progress(memories))
+        steps = [memory_step(cursor, c, m) for c, m in zip(completions, memories, strict=True)]
         return {
-            "memory": memory.text,
+            **questions.memory_update(memories, steps),
             "cursor": cursor + 1,
-            "last_step": memory_step(cursor, completion, memory),
-            "usage": add_usage(state.get("usage"), completion),
+            "usage": add_usage(state.get("usage"), completions),
         }
 
-    def sync(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         section, options = section_of(state), call_options(config_, budget="memory_tokens")
         if scorer is not None:
-            return finish(state, quote(state, section, options), options)
-        completion = complete_sync(model, prompt_of(state, section), options, tokenizer=tokenizer, config=config)
-        return finish(state, completion, options)
+            return finish(state, quotes(state, section, options), options)
+        prompts = prompts_of(state, section)
+        return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config), options)
 
-    async def async_(state: MemAgentState, config: RunnableConfig) -> dict[str, Any]:
+    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
         section, options = await asyncio.to_thread(section_of, state), call_options(config_, budget="memory_tokens")
         if scorer is not None:  # local scoring is CPU-bound: off the event loop too
-            return await asyncio.to_thread(lambda: finish(state, quote(state, section, options), options))
-        prompt = await asyncio.to_thread(prompt_of, state, section)
-        completion = await complete(model, prompt, options, tokenizer=tokenizer, config=config)
-        return await asyncio.to_thread(finish, state, completion, options)
+            return await asyncio.to_thread(lambda: finish(state, quotes(state, section, options), options))
+        prompts = await asyncio.to_thread(prompts_of, state, section)
+        completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
+        return await asyncio.to_thread(finish, state, completions, options)
 
     return RunnableLambda(sync, afunc=async_, name="update_memory")
 

@@ -46,6 +46,18 @@ def test_each_question_gets_its_own_result_equal_to_a_single_read(tokenizer, nee
     assert all(len(r.steps) == r.num_chunks + 1 == r.usage["calls"] for r in lockstep)
 
 
+def test_a_lockstep_read_of_one_question_records_the_steps_of_a_single_read(tokenizer, needle):
+    agent = MemAgent(RuleMemoryModel(report_usage=True), config=CONFIG, tokenizer=tokenizer)
+    document = TextDocument(needle.text)
+    [lockstep], single = agent.ask_many(QUESTIONS[:1], document), agent.invoke(QUESTIONS[0], document)
+
+    def without_latency(steps):
+        return [{k: v for k, v in step.items() if k != "latency_s"} for step in steps]
+
+    assert without_latency(lockstep.steps) == without_latency(single.steps)
+    assert (lockstep.answer, lockstep.memory, lockstep.usage) == (single.answer, single.memory, single.usage)
+
+
 def test_each_question_keeps_its_own_memory(tokenizer, needle):
     agent = MemAgent(RuleMemoryModel(), config=CONFIG, tokenizer=tokenizer)
     model = agent._model
