@@ -156,7 +156,7 @@ def no_endpoint(monkeypatch):
 
 
 def _settings(*argv):
-    from memagent_graph.integrations.cli import _config, _parser
+    from memagent_graph.integrations.cli.commands import _config, _parser
 
     return _config(_parser().parse_args(["ask", "doc.txt", "Who?", *argv]))
 
