@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.integrations.local_engine import embedded_chat_model
-from memagent_graph.training.task_suite import suite_task
+from memagent_graph.training.data.task_suite import suite_task
 
 
 def main() -> None:

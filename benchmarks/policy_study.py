@@ -18,7 +18,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from memagent_graph.training.evaluation import EvalRecord, format_length, plot_accuracy, summarize
+from memagent_graph.training.eval.evaluation import EvalRecord, format_length, plot_accuracy, summarize
 
 
 def load_run(folder: Path) -> list[EvalRecord]:

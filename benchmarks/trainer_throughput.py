@@ -15,7 +15,7 @@ import tempfile
 import ray
 from common import save
 
-from memagent_graph.training.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.trainer import RLConfig, Trainer
 
 
 def run(workers: int, args: argparse.Namespace, folder: str) -> dict[str, float]:

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from memagent_graph.training.batching import BatchingRollout
-from memagent_graph.training.rollout_backends import Generation, Sampling
+from memagent_graph.training.rollout.backends import Generation, Sampling
+from memagent_graph.training.rollout.batching import BatchingRollout
 
 SAMPLING = Sampling(max_tokens=4, temperature=1.0)
 

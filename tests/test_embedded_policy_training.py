@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memagent_graph.training.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.trainer import RLConfig, Trainer
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "train_smollm2.yaml"
 

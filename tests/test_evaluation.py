@@ -14,8 +14,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.baselines import BASELINES
-from memagent_graph.training.evaluation import (
+from memagent_graph.training.data.haystacks import filler
+from memagent_graph.training.eval.baselines import BASELINES
+from memagent_graph.training.eval.evaluation import (
     METHODS,
     build_readers,
     check_methods,
@@ -24,7 +25,6 @@ from memagent_graph.training.evaluation import (
     summarize,
     write_results,
 )
-from memagent_graph.training.haystacks import filler
 
 pytestmark = pytest.mark.integration  # not in the unit tier: full evaluation runs
 

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.hotpotqa import closed_book_filter, load_hotpotqa, synthesize_hotpotqa
+from memagent_graph.training.data.hotpotqa import closed_book_filter, load_hotpotqa, synthesize_hotpotqa
 
 
 def _question(number: int) -> dict:
@@ -102,7 +102,7 @@ def test_a_missing_or_malformed_file_is_a_config_error(tmp_path):
 
 
 def test_evaluation_reads_synthesized_hotpotqa_documents_and_scores_by_substring(hotpot_file, embedded_tokenizer):
-    from memagent_graph.training.evaluation import evaluate
+    from memagent_graph.training.eval.evaluation import evaluate
 
     questions = load_hotpotqa(hotpot_file)
     readers = {"always-town0": lambda question, document: "It is \\boxed{the Town0}"}
@@ -113,7 +113,7 @@ def test_evaluation_reads_synthesized_hotpotqa_documents_and_scores_by_substring
 
 
 def test_evaluating_hotpotqa_without_its_file_says_which_file_to_give(embedded_tokenizer):
-    from memagent_graph.training.evaluation import evaluate
+    from memagent_graph.training.eval.evaluation import evaluate
 
     with pytest.raises(ConfigError, match="hotpot_dev_distractor_v1.json"):
         evaluate(["hotpotqa"], [1000], samples=1, readers={}, tokenizer=embedded_tokenizer)

@@ -48,7 +48,7 @@ def _lint(site: Path) -> subprocess.CompletedProcess[str]:
 def test_every_layer_imports_only_the_layers_below_it(installed):
     done = _lint(installed)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 kept, 0 broken" in done.stdout
+    assert "3 kept, 0 broken" in done.stdout
 
 
 def test_an_upward_import_from_the_core_breaks_the_contract(installed, tmp_path):
@@ -61,10 +61,20 @@ def test_an_upward_import_from_the_core_breaks_the_contract(installed, tmp_path)
     assert "memagent_graph.agent -> memagent_graph.integrations.tool" in done.stdout
 
 
+def test_task_data_importing_the_trainer_breaks_the_training_layers(installed, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(installed, site)
+    tasks = site / "memagent_graph" / "training" / "data" / "tasks.py"
+    tasks.write_text(tasks.read_text() + "\nfrom memagent_graph.training.rl import trainer  # noqa\n")
+    done = _lint(site)
+    assert done.returncode != 0
+    assert "memagent_graph.training.data.tasks -> memagent_graph.training.rl.trainer" in done.stdout
+
+
 def test_production_code_importing_a_test_double_breaks_the_contract(installed, tmp_path):
     site = tmp_path / "site"
     shutil.copytree(installed, site)
-    trainer = site / "memagent_graph" / "training" / "trainer.py"
+    trainer = site / "memagent_graph" / "training" / "rl" / "trainer.py"
     trainer.write_text(trainer.read_text() + "\nfrom memagent_graph.testing import RuleMemoryModel  # noqa\n")
     done = _lint(site)
     assert done.returncode != 0

@@ -8,17 +8,11 @@ import pytest
 import torch
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.learner import (
-    LearnerConfig,
-    TorchLearner,
-    load_trainable_weights,
-    pack,
-    token_logprobs,
-    trainable_weights,
-)
-from memagent_graph.training.rollout_backends import Sampling, TransformersRollout
-from memagent_graph.training.tiny_policy import build_tiny_policy
-from memagent_graph.training.traces import TraceRecorder
+from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, pack, token_logprobs
+from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rollout.backends import Sampling, TransformersRollout
+from memagent_graph.training.rollout.traces import TraceRecorder
+from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
 
 QUESTIONS = ["What is the magic number?", "Name a colour.", "Who wrote it?", "Where is it?", "Why?"]
 

@@ -6,9 +6,9 @@ import pytest
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.oracle import NOTES_HEADING, NOTHING_YET, OracleMemoryModel
+from memagent_graph.training.data.task_suite import generate_tasks
 from memagent_graph.training.rewards import ruler_match_all
-from memagent_graph.training.task_suite import generate_tasks
+from memagent_graph.training.sft.oracle import NOTES_HEADING, NOTHING_YET, OracleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=1024, memory_tokens=128, answer_tokens=64, temperature=0.0)
 

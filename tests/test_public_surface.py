@@ -9,9 +9,12 @@ import pytest
 
 import memagent_graph
 import memagent_graph.integrations
+import memagent_graph.training
 
 
-@pytest.mark.parametrize("package", [memagent_graph, memagent_graph.integrations], ids=lambda p: p.__name__)
+@pytest.mark.parametrize(
+    "package", [memagent_graph, memagent_graph.integrations, memagent_graph.training], ids=lambda p: p.__name__
+)
 def test_each_package_exports_at_most_a_dozen_documented_names(package):
     assert len(package.__all__) <= 13
     for name in package.__all__:

@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from memagent_graph.training.rewards import REWARDS, register_reward
-from memagent_graph.training.tiny_policy import build_tiny_policy
-from memagent_graph.training.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rl.trainer import RLConfig, Trainer
 
 pytestmark = pytest.mark.slow
 

@@ -10,11 +10,11 @@ from memagent_graph.config import RetrySettings
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.learner import token_logprobs
-from memagent_graph.training.recording import RecordingChatModel
-from memagent_graph.training.rollout_backends import TransformersRollout
-from memagent_graph.training.tiny_policy import build_tiny_policy
-from memagent_graph.training.traces import TraceRecorder, read_jsonl, read_parquet, write_jsonl, write_parquet
+from memagent_graph.training.rl.learner import token_logprobs
+from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rollout.backends import TransformersRollout
+from memagent_graph.training.rollout.recording import RecordingChatModel
+from memagent_graph.training.rollout.traces import TraceRecorder, read_jsonl, read_parquet, write_jsonl, write_parquet
 
 # rollouts record what the policy did: an empty memory is an outcome to learn from, not a fault to retry
 CONFIG = MemAgentConfig(

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from memagent_graph.training.algorithms import (
+from memagent_graph.training.rl.algorithms import (
     aggregate,
     broadcast_to_calls,
     dr_grpo_advantages,

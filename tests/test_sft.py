@@ -11,18 +11,18 @@ from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.cli import main
 from memagent_graph.testing import RuleMemoryModel
-from memagent_graph.training.learner import LearnerConfig, TorchLearner
-from memagent_graph.training.rollout_backends import TransformersRollout
-from memagent_graph.training.sft import (
+from memagent_graph.training.data.tasks import needle_tasks
+from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
+from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS, build_tiny_policy
+from memagent_graph.training.rollout.backends import TransformersRollout
+from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
+from memagent_graph.training.sft.rejection_sampling import (
     fine_tune,
     oversample_new_notes,
     rejection_sample,
     teacher_traces,
     writes_new_notes,
 )
-from memagent_graph.training.tasks import needle_tasks
-from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
-from memagent_graph.training.traces import TraceCall, write_jsonl
 
 pytestmark = [
     pytest.mark.usefixtures("restore_logging"),  # `main` configures the loggers

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.haystacks import SOURCES, kjv_verses
-from memagent_graph.training.ruler_tasks import RULER_PHRASING
-from memagent_graph.training.task_suite import TASK_KINDS, generate_tasks, task_seed
+from memagent_graph.training.data.haystacks import SOURCES, kjv_verses
+from memagent_graph.training.data.ruler_tasks import RULER_PHRASING
+from memagent_graph.training.data.task_suite import TASK_KINDS, generate_tasks, task_seed
 
 
 @pytest.mark.parametrize("name", sorted(TASK_KINDS))

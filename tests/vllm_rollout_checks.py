@@ -17,9 +17,10 @@ def main(policy: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from memagent_graph.training.learner import token_logprobs, trainable_weights
-    from memagent_graph.training.rollout_backends import Sampling
-    from memagent_graph.training.vllm_rollout import VLLMRollout
+    from memagent_graph.training.rl.learner import token_logprobs
+    from memagent_graph.training.rollout.backends import Sampling
+    from memagent_graph.training.rollout.vllm_backend import VLLMRollout
+    from memagent_graph.training.rollout.weights import trainable_weights
 
     rollout = VLLMRollout(policy, seed=7, dtype="float32", max_model_len=2048, enforce_eager=True)
     reference = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()

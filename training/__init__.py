@@ -1,10 +1,52 @@
 """Training the memory policy from the graph's own traces.
 
-`tasks` (generated verifiable tasks), `rewards` (verifiable rewards), `algorithms` (RL objectives, pure
-torch), `traces` (the trace schema), `recording` (the recording policy), `rollout_backends` (the backend
-protocol, transformers on CPU), `vllm_rollout` (the vLLM backend), `batching` (one generate per round of
-concurrent episodes), `rollout_worker` / `worker_pool` (Ray rollout actors and weight sync), `learner` (the
-torch learner), `trainer` (`RLConfig`, `Trainer`), `sft` (rejection-sampled SFT), `cli` (`memagent train`),
-`tiny_policy` (a tiny local Qwen2).
-Import the submodules directly: nothing here imports torch until they are.
+Subpackages, lowest first: `data` (verifiable tasks), `rollout` (recording reads, backends, Ray workers,
+weight sync), `sft` (teachers and rejection-sampled warm starts), `rl` (objectives, learner, trainer loop),
+`eval` (`memagent eval`); `rewards` (verifiable rewards) is shared by all, `cli` is `memagent train`.
+The names below are imported on first use: nothing here imports torch until they are.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "RLConfig": "memagent_graph.training.rl.trainer",
+    "Trainer": "memagent_graph.training.rl.trainer",
+    "LearnerConfig": "memagent_graph.training.rl.learner",
+    "get_reward": "memagent_graph.training.rewards",
+    "register_reward": "memagent_graph.training.rewards",
+    "Task": "memagent_graph.training.data.tasks",
+    "needle_tasks": "memagent_graph.training.data.tasks",
+    "suite_task": "memagent_graph.training.data.task_suite",
+    "load_hotpotqa": "memagent_graph.training.data.hotpotqa",
+}
+
+__all__ = [
+    "LearnerConfig",
+    "RLConfig",
+    "Task",
+    "Trainer",
+    "get_reward",
+    "load_hotpotqa",
+    "needle_tasks",
+    "register_reward",
+    "suite_task",
+]
+
+if TYPE_CHECKING:
+    from memagent_graph.training.data.hotpotqa import load_hotpotqa
+    from memagent_graph.training.data.task_suite import suite_task
+    from memagent_graph.training.data.tasks import Task, needle_tasks
+    from memagent_graph.training.rewards import get_reward, register_reward
+    from memagent_graph.training.rl.learner import LearnerConfig
+    from memagent_graph.training.rl.trainer import RLConfig, Trainer
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'memagent_graph.training' has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

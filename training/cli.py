@@ -33,7 +33,7 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def _train_rl(args: argparse.Namespace) -> int:
-    from memagent_graph.training.trainer import RLConfig, Trainer
+    from memagent_graph.training.rl.trainer import RLConfig, Trainer
 
     config = RLConfig.from_yaml(args.config)
     if args.output_dir:
@@ -58,7 +58,7 @@ def _train_rl(args: argparse.Namespace) -> int:
     if len(rewards) >= 10:
         first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
         print(f"mean reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}", flush=True)
-    from memagent_graph.training.plots import plot_training
+    from memagent_graph.training.eval.plots import plot_training
 
     metrics = Path(config.output_dir) / "metrics.jsonl"
     plot = plot_training(metrics, Path(config.output_dir) / "reward.png", title=f"memagent train rl: {args.config}")
@@ -84,9 +84,9 @@ def _train_sft(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from memagent_graph.training.learner import LearnerConfig, TorchLearner
-    from memagent_graph.training.sft import fine_tune, rejection_sample
-    from memagent_graph.training.traces import read_jsonl, read_parquet
+    from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
+    from memagent_graph.training.rollout.traces import read_jsonl, read_parquet
+    from memagent_graph.training.sft.rejection_sampling import fine_tune, rejection_sample
 
     traces = Path(args.traces)
     if not traces.is_file():

@@ -351,13 +351,13 @@ def _vllm(args: argparse.Namespace) -> int:
 
 
 def _add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    from memagent_graph.training.eval_cli import add_eval_arguments  # argparse and the task names only
+    from memagent_graph.training.eval.cli import add_eval_arguments  # argparse and the task names only
 
     add_eval_arguments(parser)
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from memagent_graph.training.eval_cli import run_eval
+    from memagent_graph.training.eval.cli import run_eval
 
     try:
         return run_eval(

@@ -5,7 +5,7 @@ the spot) live with the training code that also uses them; `simulated_server` is
 server with fault injection.
 """
 
-from memagent_graph.training.teachers import FACT_PATTERN, RuleMemoryModel, ScriptedChatModel
-from memagent_graph.training.tiny_policy import train_bpe_tokenizer
+from memagent_graph.training.rl.tiny_policy import train_bpe_tokenizer
+from memagent_graph.training.sft.teachers import FACT_PATTERN, RuleMemoryModel, ScriptedChatModel
 
 __all__ = ["FACT_PATTERN", "RuleMemoryModel", "ScriptedChatModel", "train_bpe_tokenizer"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 
@@ -20,11 +20,10 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.learner import TorchLearner
-from memagent_graph.training.recording import RecordingChatModel
+from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rewards import get_reward
-from memagent_graph.training.tasks import Task
-from memagent_graph.training.traces import TraceCall, TraceRecorder
+from memagent_graph.training.rollout.recording import RecordingChatModel
+from memagent_graph.training.rollout.traces import TraceCall, TraceRecorder
 
 
 def teacher_traces(
@@ -90,8 +89,16 @@ def oversample_new_notes(calls: Sequence[TraceCall], *, nothing: str, share: flo
     return list(calls) + random.Random(seed).choices(new, k=wanted - len(new))
 
 
+class SupervisedLearner(Protocol):
+    """What fine-tuning needs of a learner (`TorchLearner` has it): one supervised step on a batch."""
+
+    def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
+        """One step on the mean negative log-likelihood of the calls' responses; returns its stats."""
+        ...
+
+
 def fine_tune(
-    learner: TorchLearner,
+    learner: SupervisedLearner,
     calls: Sequence[TraceCall],
     *,
     steps: int,

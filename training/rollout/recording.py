@@ -7,7 +7,7 @@ tokens that were sampled; text is never re-tokenized. Episode and group ids come
     agent.invoke(question, document, config={"metadata": {"episode_id": "e1", "group_id": "q7"}})
 
 Training samples with top-p and top-k off: the learner's log-probabilities are those of the full softmax at
-the same temperature (`learner.token_logprobs`). The backends are in `rollout_backends` and `vllm_rollout`.
+the same temperature (`learner.token_logprobs`). The backends are in `backends` and `vllm_backend`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.rollout_backends import Sampling
-from memagent_graph.training.traces import TraceRecorder
+from memagent_graph.training.rollout.backends import Sampling
+from memagent_graph.training.rollout.traces import TraceRecorder
 
 
 class RecordingChatModel(BaseChatModel):

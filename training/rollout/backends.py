@@ -3,7 +3,7 @@
 A backend renders the chat template once (`prompt_ids`), samples responses from token ids (`generate`) with the
 log-probability of each sampled token under the sampling distribution (``log_softmax(logits / temperature)``,
 top-p and top-k off; temperature 1 for greedy calls), and takes the learner's weights (`load_weights`).
-`TransformersRollout` is the CPU backend (Ray actors in tests and small runs); `vllm_rollout.VLLMRollout` is the
+`TransformersRollout` is the CPU backend (Ray actors in tests and small runs); `vllm_backend.VLLMRollout` is the
 GPU one. Both are interchangeable under `RolloutBackend`: the algorithms never see which one sampled.
 
 This module imports neither torch nor LangChain, so it also loads in vLLM's own environment.
@@ -104,7 +104,7 @@ class TransformersRollout(ChatTokens):
         self._lock = threading.Lock()  # one generate at a time: torch models are not re-entrant
 
     def load_weights(self, weights: dict[str, Any]) -> None:
-        from memagent_graph.training.learner import load_trainable_weights
+        from memagent_graph.training.rollout.weights import load_trainable_weights
 
         load_trainable_weights(self.model, weights)
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from memagent_graph.training.rollout_backends import Generation, Sampling
+from memagent_graph.training.rollout.backends import Generation, Sampling
 
 _EPISODE: ContextVar[str | None] = ContextVar("memagent_episode", default=None)
 

@@ -15,9 +15,9 @@ from functools import partial
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.ruler_tasks import Split, common_words, frequent_words, niah, variable_tracking
-from memagent_graph.training.tasks import Task
-from memagent_graph.training.two_hop import two_hop
+from memagent_graph.training.data.ruler_tasks import Split, common_words, frequent_words, niah, variable_tracking
+from memagent_graph.training.data.tasks import Task
+from memagent_graph.training.data.two_hop import two_hop
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The vLLM rollout backend: a vLLM engine (``vllm.LLM``) sampling from token ids, for GPU training runs.
 
-Same contract as `TransformersRollout` (`rollout_backends.RolloutBackend`): prompts go in as token ids, responses
+Same contract as `TransformersRollout` (`backends.RolloutBackend`): prompts go in as token ids, responses
 come back as token ids with the log-probability of each sampled token under the sampling distribution —
 vLLM's ``logprobs_mode="processed_logprobs"`` (after temperature; top-p and top-k are off), which is what the
 learner computes. Every request carries its own seed (from the backend seed, the call count and its place in
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.rollout_backends import ChatTokens, Generation, Sampling
+from memagent_graph.training.rollout.backends import ChatTokens, Generation, Sampling
 
-WORKER_EXTENSION = "memagent_graph.training.vllm_rollout.WeightLoader"
+WORKER_EXTENSION = "memagent_graph.training.rollout.vllm_backend.WeightLoader"
 
 
 class WeightLoader:

@@ -18,8 +18,8 @@ from pydantic import ConfigDict, PrivateAttr
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
-from memagent_graph.training.tasks import Task
-from memagent_graph.training.teachers import ScriptedChatModel
+from memagent_graph.training.data.tasks import Task
+from memagent_graph.training.sft.teachers import ScriptedChatModel
 
 NOTHING_YET = "No relevant information found yet."
 NOTES_HEADING = "Relevant facts:"

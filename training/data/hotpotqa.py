@@ -21,8 +21,8 @@ from langchain_core.messages import HumanMessage
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rewards import substring_match
-from memagent_graph.training.tasks import Task
 
 CLOSED_BOOK_PROMPT = "{question}\n\nPut your final answer inside \\boxed{{}}."
 

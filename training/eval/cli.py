@@ -7,7 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memagent_graph.training.evaluation import (
+from memagent_graph.training.data.task_suite import TASK_KINDS
+from memagent_graph.training.eval.evaluation import (
     METHODS,
     build_readers,
     check_methods,
@@ -19,7 +20,6 @@ from memagent_graph.training.evaluation import (
     summarize,
     write_results,
 )
-from memagent_graph.training.task_suite import TASK_KINDS
 
 if TYPE_CHECKING:
     from memagent_graph.config import MemAgentConfig
@@ -54,7 +54,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callable[[], ModelChoice]) -> int:
     """Check every option first (nothing runs on bad input), then evaluate and report."""
-    from memagent_graph.training.hotpotqa import closed_book_filter, load_hotpotqa
+    from memagent_graph.training.data.hotpotqa import closed_book_filter, load_hotpotqa
 
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
     hotpotqa = load_hotpotqa(args.hotpotqa) if args.hotpotqa else None

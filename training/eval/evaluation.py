@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.task_suite import generate_tasks, get_task_kind
+from memagent_graph.training.data.task_suite import generate_tasks, get_task_kind
 
 if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not when the CLI parses its options
     from langchain_core.language_models import BaseChatModel
 
     from memagent_graph.config import MemAgentConfig
-    from memagent_graph.training.hotpotqa import HotpotQuestion
+    from memagent_graph.training.data.hotpotqa import HotpotQuestion
 
 Reader = Callable[[str, str], Any]
 """``reader(question, document) -> reply``, or None when the method cannot run on this document."""
@@ -91,7 +91,7 @@ def build_readers(
     """A reader per method, all over ``model``; MemAgent reads with ``config``."""
     from memagent_graph.agent import MemAgent
     from memagent_graph.documents.sources import TextDocument
-    from memagent_graph.training.baselines import BASELINES, ContextBudget
+    from memagent_graph.training.eval.baselines import BASELINES, ContextBudget
 
     agent = MemAgent(model, config=config, tokenizer=tokenizer)
     budget = ContextBudget(context_window=context_window, answer_tokens=config.answer_tokens)
@@ -140,7 +140,7 @@ def evaluate(
     from tqdm import tqdm
 
     from memagent_graph.nodes.answer_extraction import extract_answer
-    from memagent_graph.training.hotpotqa import synthesize_hotpotqa
+    from memagent_graph.training.data.hotpotqa import synthesize_hotpotqa
     from memagent_graph.training.rewards import get_reward
 
     check_samples(samples)

@@ -24,7 +24,7 @@ from langchain_core.messages import HumanMessage
 from memagent_graph.documents.chunking import chunk_document
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.evaluation import Reader
+from memagent_graph.training.eval.evaluation import Reader
 
 CONTEXT_PROMPT = (
     "Answer the question using the document below.\n\n<document>\n{context}\n</document>\n\n"

@@ -23,12 +23,12 @@ from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.state import RunSettings
-from memagent_graph.training.batching import BatchingRollout
-from memagent_graph.training.learner import with_lora
-from memagent_graph.training.recording import RecordingChatModel
-from memagent_graph.training.rollout_backends import TransformersRollout
-from memagent_graph.training.tasks import Task
-from memagent_graph.training.traces import TraceCall, TraceRecorder
+from memagent_graph.training.data.tasks import Task
+from memagent_graph.training.rollout.backends import TransformersRollout
+from memagent_graph.training.rollout.batching import BatchingRollout
+from memagent_graph.training.rollout.recording import RecordingChatModel
+from memagent_graph.training.rollout.traces import TraceCall, TraceRecorder
+from memagent_graph.training.rollout.weights import with_lora
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,6 @@ def _backend(name: str, policy: str | Path, *, seed: int, lora: dict[str, Any] |
             "LoRA training with the vLLM rollout backend is not supported yet: "
             "train every weight (no `lora:`) or use the transformers backend"
         )
-    from memagent_graph.training.vllm_rollout import VLLMRollout
+    from memagent_graph.training.rollout.vllm_backend import VLLMRollout
 
     return VLLMRollout(policy, seed=seed, **options)

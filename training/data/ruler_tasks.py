@@ -21,8 +21,8 @@ from importlib.resources import files
 from typing import Literal
 
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.haystacks import HaystackSource, filler, insert_at_depths
-from memagent_graph.training.tasks import Task
+from memagent_graph.training.data.haystacks import HaystackSource, filler, insert_at_depths
+from memagent_graph.training.data.tasks import Task
 
 Split = Literal["train", "eval"]
 

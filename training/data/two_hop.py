@@ -12,9 +12,9 @@ import random
 from dataclasses import dataclass
 
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.haystacks import HaystackSource, filler, insert_at_depths
-from memagent_graph.training.ruler_tasks import Split
-from memagent_graph.training.tasks import Task
+from memagent_graph.training.data.haystacks import HaystackSource, filler, insert_at_depths
+from memagent_graph.training.data.ruler_tasks import Split
+from memagent_graph.training.data.tasks import Task
 
 _ONSETS = "b d f g k l m n p r s t v z br dr gr kl st tr".split()
 _VOWELS = "a e i o u ai ei ou".split()

@@ -25,20 +25,15 @@ from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
-from memagent_graph.training.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
-from memagent_graph.training.learner import (
-    LearnerConfig,
-    TorchLearner,
-    load_trainable_weights,
-    trainable_weights,
-    with_lora,
-)
+from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rewards import get_reward
-from memagent_graph.training.rollout_worker import Episode
-from memagent_graph.training.tasks import Task, needle_tasks
-from memagent_graph.training.tiny_policy import TINY_PROMPTS, build_tiny_policy
-from memagent_graph.training.traces import TraceCall, write_jsonl
-from memagent_graph.training.worker_pool import WorkerPool
+from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
+from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
+from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS, build_tiny_policy
+from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
+from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights, with_lora
+from memagent_graph.training.rollout.worker import Episode
+from memagent_graph.training.rollout.worker_pool import WorkerPool
 
 
 class LoraSettings(BaseModel):
@@ -70,7 +65,7 @@ class TaskSettings(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kinds(cls, kind: str | list[str]) -> str | list[str]:
-        from memagent_graph.training.task_suite import get_task_kind
+        from memagent_graph.training.data.task_suite import get_task_kind
 
         if kind != "needle":
             for name in [kind] if isinstance(kind, str) else kind:
@@ -258,7 +253,7 @@ class Trainer:
 
     def _suite_tasks(self, start: int, count: int, *, evaluation: bool) -> list[Task]:
         """Task-suite tasks, the families taken in turn; evaluation draws the held-out split."""
-        from memagent_graph.training.task_suite import suite_task
+        from memagent_graph.training.data.task_suite import suite_task
 
         settings = self.config.task
         kinds = [settings.kind] if isinstance(settings.kind, str) else settings.kind
@@ -274,10 +269,15 @@ class Trainer:
         """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
         from transformers import AutoTokenizer
 
-        from memagent_graph.training.oracle import OracleMemoryModel
-        from memagent_graph.training.rollout_backends import TransformersRollout
-        from memagent_graph.training.sft import fine_tune, oversample_new_notes, rejection_sample, teacher_traces
-        from memagent_graph.training.teachers import RuleMemoryModel
+        from memagent_graph.training.rollout.backends import TransformersRollout
+        from memagent_graph.training.sft.oracle import OracleMemoryModel
+        from memagent_graph.training.sft.rejection_sampling import (
+            fine_tune,
+            oversample_new_notes,
+            rejection_sample,
+            teacher_traces,
+        )
+        from memagent_graph.training.sft.teachers import RuleMemoryModel
 
         settings = self.config.warm_start
         if settings is None or settings.steps == 0:

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.rollout_worker import Episode, RolloutWorker
-from memagent_graph.training.traces import TraceCall
+from memagent_graph.training.rollout.traces import TraceCall
+from memagent_graph.training.rollout.worker import Episode, RolloutWorker
 
 logger = logging.getLogger(__name__)
 

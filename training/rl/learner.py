@@ -17,8 +17,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.algorithms import Aggregation, entropy_from_logits, policy_loss
-from memagent_graph.training.traces import TraceCall
+from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
+from memagent_graph.training.rollout.traces import TraceCall
 
 
 class LearnerConfig(BaseModel):
@@ -184,25 +184,6 @@ class TorchLearner:
         with torch.no_grad():
             logits = response_logits(self.reference, packed) / self.temperature
         return torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
-
-
-def trainable_weights(model: Any) -> dict[str, torch.Tensor]:
-    """The weights a step changes (all of them, or only the LoRA adapters): what a weight sync sends."""
-    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
-
-
-def load_trainable_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
-    """Load `trainable_weights` of the learner into a rollout copy of the same (LoRA-wrapped) policy."""
-    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
-    if unexpected:
-        raise ValueError(f"weights for another architecture (e.g. {unexpected[0]}): rollout and learner differ")
-
-
-def with_lora(model: Any, *, rank: int, alpha: int, target_modules: Sequence[str]) -> Any:
-    """``model`` wrapped by peft with LoRA adapters (only they train; the base weights stay frozen)."""
-    from peft import LoraConfig, get_peft_model
-
-    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules)))
 
 
 def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int], *, temperature: float) -> Any:
