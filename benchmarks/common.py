@@ -17,7 +17,7 @@ RESULTS = Path(__file__).parent / "results"
 def benchmark_tokenizer() -> Tokenizer:
     """SmolLM2's real tokenizer when the embedded engine is installed, else a BPE trained on the haystack."""
     try:
-        from memagent_graph.integrations.local_engine import embedded_tokenizer
+        from memagent_graph.integrations.models.embedded_chat import embedded_tokenizer
 
         return embedded_tokenizer()
     except ImportError:

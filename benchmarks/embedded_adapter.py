@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memagent_graph import MemAgentConfig
 from memagent_graph.errors import ConfigError
-from memagent_graph.integrations.local_engine import embedded_chat_model
+from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 from memagent_graph.training.eval.evaluation import (
     build_readers,
     check_methods,

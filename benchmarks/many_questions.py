@@ -20,7 +20,7 @@ from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import Tokenizer, VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
-from memagent_graph.integrations.vllm_server import VLLMServer
+from memagent_graph.integrations.models.vllm_server import VLLMServer
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
-from memagent_graph.integrations.local_engine import embedded_chat_model
+from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 from memagent_graph.training.data.task_suite import suite_task
 
 

@@ -18,7 +18,7 @@ from memagent_graph import MemAgent, MemAgentConfig, PromptSet, TextDocument
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
-from memagent_graph.integrations.vllm_server import VLLMServer
+from memagent_graph.integrations.models.vllm_server import VLLMServer
 
 
 def main() -> None:

@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "DocumentRegistry": "memagent_graph.documents.registry",
-    "Endpoint": "memagent_graph.integrations.openai_endpoint",
-    "chat_model_from_env": "memagent_graph.integrations.openai_endpoint",
-    "endpoint_from_env": "memagent_graph.integrations.openai_endpoint",
-    "openai_compatible": "memagent_graph.integrations.openai_endpoint",
-    "served_model": "memagent_graph.integrations.openai_endpoint",
+    "Endpoint": "memagent_graph.integrations.models.openai_endpoint",
+    "chat_model_from_env": "memagent_graph.integrations.models.openai_endpoint",
+    "endpoint_from_env": "memagent_graph.integrations.models.openai_endpoint",
+    "openai_compatible": "memagent_graph.integrations.models.openai_endpoint",
+    "served_model": "memagent_graph.integrations.models.openai_endpoint",
     "create_memagent_tool": "memagent_graph.integrations.tool",
     "MemAgentCompressor": "memagent_graph.integrations.retriever",
     "MemAgentRetriever": "memagent_graph.integrations.retriever",
     "memagent_node": "memagent_graph.integrations.subgraph",
-    "LocalChatModel": "memagent_graph.integrations.local_engine",
-    "embedded_chat_model": "memagent_graph.integrations.local_engine",
-    "embedded_tokenizer": "memagent_graph.integrations.local_engine",
+    "LocalChatModel": "memagent_graph.integrations.models.embedded_chat",
+    "embedded_chat_model": "memagent_graph.integrations.models.embedded_chat",
+    "embedded_tokenizer": "memagent_graph.integrations.models.embedded_chat",
 }
 
 __all__ = [
@@ -43,8 +43,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from memagent_graph.documents.registry import DocumentRegistry
-    from memagent_graph.integrations.local_engine import LocalChatModel, embedded_chat_model, embedded_tokenizer
-    from memagent_graph.integrations.openai_endpoint import (
+    from memagent_graph.integrations.models.embedded_chat import LocalChatModel, embedded_chat_model, embedded_tokenizer
+    from memagent_graph.integrations.models.openai_endpoint import (
         Endpoint,
         chat_model_from_env,
         endpoint_from_env,

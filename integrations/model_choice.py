@@ -15,7 +15,7 @@ from memagent_graph.documents.tokenization import (
     Tokenizer,
     VLLMServerTokenizer,
 )
-from memagent_graph.integrations.openai_endpoint import endpoint_from_env, openai_compatible
+from memagent_graph.integrations.models.openai_endpoint import endpoint_from_env, openai_compatible
 
 EMBEDDED_READING: dict[str, object] = {
     "memory_policy": "quote",
@@ -63,7 +63,7 @@ def choose_model(
     counted: Tokenizer | None = HuggingFaceTokenizer(folder) if folder else None
     endpoint = endpoint_from_env(base_url=base_url, model=model, api_key=api_key)
     if endpoint is None:
-        from memagent_graph.integrations.local_engine import embedded_chat_model
+        from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 
         local = embedded_chat_model(adapter_path=adapter_path, model_path=model_path)
         name = f"the model in {model_path}" if model_path else "embedded SmolLM2-135M-Instruct"

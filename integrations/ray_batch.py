@@ -69,7 +69,7 @@ class BatchSettings:
         **options: Any,
     ) -> BatchSettings:
         """Settings completed from ``MEMAGENT_*`` / ``OPENAI_*`` in the driver (a cluster's workers lack its env)."""
-        from memagent_graph.integrations.openai_endpoint import endpoint_from_env
+        from memagent_graph.integrations.models.openai_endpoint import endpoint_from_env
 
         tokenizer = tokenizer or os.environ.get("MEMAGENT_TOKENIZER")
         endpoint = endpoint_from_env(base_url=base_url, model=model, api_key=api_key)

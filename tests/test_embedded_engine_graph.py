@@ -17,7 +17,7 @@ DOCUMENT = (
 
 @pytest.fixture(scope="module")
 def engine():
-    from memagent_graph.integrations.local_engine import embedded_chat_model
+    from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 
     return embedded_chat_model()
 

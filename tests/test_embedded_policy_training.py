@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_the_smollm2_recipe_trains_an_adapter_that_the_embedded_engine_loads(tmp_path):
     from safetensors.torch import load_file
 
-    from memagent_graph.integrations.local_engine import embedded_chat_model
+    from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 
     recipe = RLConfig.from_yaml(EXAMPLE)
     assert recipe.policy == "embedded" and recipe.warm_start.teacher == "oracle" and recipe.lora is not None

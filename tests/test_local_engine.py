@@ -11,11 +11,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from memagent_graph.errors import EngineNotInstalledError
-from memagent_graph.integrations.local_engine import (
-    LocalChatModel,
-    ensure_local_model,
-    smollm2_gguf_path,
-)
+from memagent_graph.integrations.models.embedded_chat import LocalChatModel
+from memagent_graph.integrations.models.embedded_files import ensure_local_model, smollm2_gguf_path
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -84,7 +84,7 @@ def test_progress_events_report_every_memory(tokenizer, needle):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_the_embedded_engine_runs_each_lockstep_call_as_one_generate():
-    from memagent_graph.integrations.local_engine import embedded_chat_model
+    from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 
     engine = embedded_chat_model(batch_wait_s=0.05)
     config = MemAgentConfig(chunk_tokens=256, memory_tokens=24, answer_tokens=12, temperature=0.0)

@@ -14,7 +14,7 @@ from pydantic import PrivateAttr
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
-from memagent_graph.integrations.local_engine import _line_continuations
+from memagent_graph.integrations.models.embedded_engine import _line_continuations
 from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, quote_update, select_quotes, split_sentences
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 

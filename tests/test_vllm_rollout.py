@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import memagent_graph
-from memagent_graph.integrations.vllm_server import vllm_cpu_environment, vllm_python
+from memagent_graph.integrations.models.vllm_server import vllm_cpu_environment, vllm_python
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from memagent_graph.errors import EngineNotInstalledError
-from memagent_graph.integrations.vllm_server import VLLMServer, vllm_python
+from memagent_graph.integrations.models.vllm_server import VLLMServer, vllm_python
 
 pytestmark = pytest.mark.integration  # not in the unit tier: CLI subprocesses
 

@@ -327,7 +327,7 @@ def _batch(args: argparse.Namespace) -> int:
 def _vllm(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from memagent_graph.integrations.vllm_server import VLLMServer, ensure_vllm_venv
+    from memagent_graph.integrations.models.vllm_server import VLLMServer, ensure_vllm_venv
 
     venv = Path(args.venv).expanduser() if args.venv else None
     if args.vllm_command == "setup":

@@ -217,7 +217,7 @@ class Trainer:
 
     def _policy_folder(self) -> Path:
         if self.config.policy == "embedded":
-            from memagent_graph.integrations.local_engine import ensure_local_model
+            from memagent_graph.integrations.models.embedded_files import ensure_local_model
 
             return ensure_local_model()
         if self.config.policy != "tiny":
@@ -433,7 +433,7 @@ class Trainer:
             raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
         model = self.learner.model
         if self.config.policy == "embedded":  # name the Hub model, not this machine's converted cache folder
-            from memagent_graph.integrations.local_engine import EMBEDDED_HUB_ID
+            from memagent_graph.integrations.models.embedded_files import EMBEDDED_HUB_ID
 
             model.peft_config["default"].base_model_name_or_path = EMBEDDED_HUB_ID
         model.save_pretrained(str(folder))

