@@ -6,8 +6,9 @@ Names are imported on first use, so importing one backend does not load the othe
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent_graph.lazy_exports import lazy_attributes
 
 _EXPORTS = {
     "DocumentRegistry": "memagent_graph.documents.registry",
@@ -55,10 +56,4 @@ if TYPE_CHECKING:
     from memagent_graph.integrations.subgraph import memagent_node
     from memagent_graph.integrations.tool import create_memagent_tool
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'memagent_graph.integrations' has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _EXPORTS)

@@ -10,33 +10,33 @@ first use (PEP 562), so ``import memagent_graph`` and the CLI start fast.
 
 from __future__ import annotations
 
-import warnings
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent_graph.lazy_exports import lazy_attributes
 
 _EXPORTS = {
-    "MemAgent": "agent",
-    "MemAgentConfig": "config",
-    "MemAgentError": "errors",
-    "MemAgentResult": "state",
-    "PromptSet": "prompts",
-    "build_memagent_graph": "graph",
-    "create_memagent": "graph",
-    "DocumentRegistry": "documents",
-    "DocumentSource": "documents",
-    "FileDocument": "documents",
-    "HuggingFaceTokenizer": "documents",
-    "LangChainDocuments": "documents",
-    "TextDocument": "documents",
+    "MemAgent": "memagent_graph.agent",
+    "MemAgentConfig": "memagent_graph.config",
+    "MemAgentError": "memagent_graph.errors",
+    "MemAgentResult": "memagent_graph.state",
+    "PromptSet": "memagent_graph.prompts",
+    "build_memagent_graph": "memagent_graph.graph",
+    "create_memagent": "memagent_graph.graph",
+    "DocumentRegistry": "memagent_graph.documents",
+    "DocumentSource": "memagent_graph.documents",
+    "FileDocument": "memagent_graph.documents",
+    "HuggingFaceTokenizer": "memagent_graph.documents",
+    "LangChainDocuments": "memagent_graph.documents",
+    "TextDocument": "memagent_graph.documents",
 }
 _MOVED = {
-    "ApproximateTokenizer": "documents",
-    "ChunkedDocument": "documents",
-    "Tokenizer": "documents",
-    "VLLMServerTokenizer": "documents",
-    "chunk_document": "documents",
-    "RunSettings": "state",
-    "recursion_limit_for": "graph",
+    "ApproximateTokenizer": "memagent_graph.documents",
+    "ChunkedDocument": "memagent_graph.documents",
+    "Tokenizer": "memagent_graph.documents",
+    "VLLMServerTokenizer": "memagent_graph.documents",
+    "chunk_document": "memagent_graph.documents",
+    "RunSettings": "memagent_graph.state",
+    "recursion_limit_for": "memagent_graph.graph",
 }
 """Names exported here before the surface was trimmed: still importable, with a `DeprecationWarning`."""
 
@@ -72,14 +72,4 @@ if TYPE_CHECKING:
     from memagent_graph.prompts import PromptSet
     from memagent_graph.state import MemAgentResult
 
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        module = f"memagent_graph.{_MOVED[name]}"
-        warnings.warn(f"memagent_graph.{name} moved: import it from {module}", DeprecationWarning, stacklevel=2)
-        return getattr(import_module(module), name)
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'memagent_graph' has no attribute {name!r}")
-    value = getattr(import_module(f"memagent_graph.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _EXPORTS, moved=_MOVED)

@@ -51,31 +51,36 @@ def test_every_layer_imports_only_the_layers_below_it(installed):
     assert "3 kept, 0 broken" in done.stdout
 
 
-def test_an_upward_import_from_the_core_breaks_the_contract(installed, tmp_path):
+def _lint_with_import(installed: Path, tmp_path: Path, module: str, statement: str) -> str:
+    """Lint a copy of the install in which ``module`` (a path under the site) gains ``statement``; its report."""
     site = tmp_path / "site"
     shutil.copytree(installed, site)
-    agent = site / "memagent_graph" / "agent.py"
-    agent.write_text(agent.read_text() + "\nfrom memagent_graph.integrations import tool  # noqa\n")
+    path = site / module
+    path.write_text(path.read_text() + f"\n{statement}  # noqa\n")
     done = _lint(site)
     assert done.returncode != 0
-    assert "memagent_graph.agent -> memagent_graph.integrations.tool" in done.stdout
+    return done.stdout
+
+
+def test_an_upward_import_from_the_core_breaks_the_contract(installed, tmp_path):
+    report = _lint_with_import(
+        installed, tmp_path, "memagent_graph/agent.py", "from memagent_graph.integrations import tool"
+    )
+    assert "memagent_graph.agent -> memagent_graph.integrations.tool" in report
 
 
 def test_task_data_importing_the_trainer_breaks_the_training_layers(installed, tmp_path):
-    site = tmp_path / "site"
-    shutil.copytree(installed, site)
-    tasks = site / "memagent_graph" / "training" / "data" / "tasks.py"
-    tasks.write_text(tasks.read_text() + "\nfrom memagent_graph.training.rl import trainer  # noqa\n")
-    done = _lint(site)
-    assert done.returncode != 0
-    assert "memagent_graph.training.data.tasks -> memagent_graph.training.rl.trainer" in done.stdout
+    report = _lint_with_import(
+        installed, tmp_path, "memagent_graph/training/data/tasks.py", "from memagent_graph.training.rl import trainer"
+    )
+    assert "memagent_graph.training.data.tasks -> memagent_graph.training.rl.trainer" in report
 
 
 def test_production_code_importing_a_test_double_breaks_the_contract(installed, tmp_path):
-    site = tmp_path / "site"
-    shutil.copytree(installed, site)
-    trainer = site / "memagent_graph" / "training" / "rl" / "trainer.py"
-    trainer.write_text(trainer.read_text() + "\nfrom memagent_graph.testing import RuleMemoryModel  # noqa\n")
-    done = _lint(site)
-    assert done.returncode != 0
-    assert "test doubles stay out of production code BROKEN" in done.stdout
+    report = _lint_with_import(
+        installed,
+        tmp_path,
+        "memagent_graph/training/rl/trainer.py",
+        "from memagent_graph.testing import RuleMemoryModel",
+    )
+    assert "test doubles stay out of production code BROKEN" in report

@@ -8,8 +8,9 @@ The names below are imported on first use: nothing here imports torch until they
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent_graph.lazy_exports import lazy_attributes
 
 _EXPORTS = {
     "RLConfig": "memagent_graph.training.rl.trainer",
@@ -43,10 +44,4 @@ if TYPE_CHECKING:
     from memagent_graph.training.rl.learner import LearnerConfig
     from memagent_graph.training.rl.trainer import RLConfig, Trainer
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'memagent_graph.training' has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _EXPORTS)
