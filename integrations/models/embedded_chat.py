@@ -15,8 +15,9 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError, ModelRequestError
-from memagent_graph.integrations.models.embedded_engine import Engine, Request, Sampling
+from memagent_graph.integrations.models.embedded_engine import Engine, Request
 from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure_local_model
+from memagent_graph.integrations.models.generation import Sampling
 
 _CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p", "quote_from"})
 
@@ -157,14 +158,14 @@ class LocalChatModel(BaseChatModel):
             max_tokens=options.get("max_tokens", self.max_tokens),
             temperature=float(options.get("temperature", self.temperature)),
             top_p=float(options.get("top_p", self.top_p)),
-            quote_from=options.get("quote_from") or None,
         )
+        quote_from = options.get("quote_from") or None
         if not (isinstance(sampling.max_tokens, int) and sampling.max_tokens >= 1):
             raise ConfigError(f"max_tokens must be a positive integer, got {sampling.max_tokens!r}")
-        if sampling.quote_from is not None and not sampling.quote_from.strip():
+        if quote_from is not None and not quote_from.strip():
             raise ConfigError("quote_from has no line to copy; pass the text the reply must quote, or leave it out")
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
             raise ConfigError(
                 f"temperature must be >= 0 and top_p in (0, 1], got {sampling.temperature} and {sampling.top_p}"
             )
-        return self._engine.submit(Request(_role_dicts(messages), sampling, tuple(stop or ())))
+        return self._engine.submit(Request(_role_dicts(messages), sampling, tuple(stop or ()), quote_from))

@@ -21,6 +21,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError, ModelError
 from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure_local_model, require, resolve_dtype
+from memagent_graph.integrations.models.generation import Generation, Sampling, generate
 
 logger = logging.getLogger(__name__)
 
@@ -30,20 +31,15 @@ _QUERY_LIKELIHOOD_PROMPT = "Passage: {passage}\nA question that this passage ans
 _SCORE_BATCH_TOKENS = 4096  # tokens per scoring forward pass (padded); bounds activation memory
 
 
-@dataclass(frozen=True)
-class Sampling:
-    max_tokens: int
-    temperature: float
-    top_p: float
-    quote_from: str | None = None
-    """When set, the reply may only be one whole line of this text."""
-
-
 @dataclass
 class Request:
+    """One chat call: its messages, sampling, stop strings and, for the quote policy, the text whose lines
+    alone the reply may be (requests with the same sampling and quote text share a ``generate``)."""
+
     messages: list[dict[str, str]]
     sampling: Sampling
     stop: tuple[str, ...]
+    quote_from: str | None = None
     future: Future[ChatResult] = field(default_factory=Future)
 
 
@@ -154,13 +150,13 @@ class Engine:
                 batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 break
-        groups: dict[Sampling, list[Request]] = {}
+        groups: dict[tuple[Sampling, str | None], list[Request]] = {}
         for request in batch:
             if request.future.set_running_or_notify_cancel():  # False: the caller gave up waiting
-                groups.setdefault(request.sampling, []).append(request)
-        for sampling, requests in groups.items():
+                groups.setdefault((request.sampling, request.quote_from), []).append(request)
+        for (sampling, quote_from), requests in groups.items():
             try:
-                results = self._generate(sampling, requests)
+                results = self._generate(sampling, quote_from, requests)
             except Exception as exc:
                 for request in requests:
                     request.future.set_exception(exc)
@@ -168,34 +164,34 @@ class Engine:
                 for request, result in zip(requests, results, strict=True):
                     request.future.set_result(result)
 
-    def _generate(self, sampling: Sampling, requests: Sequence[Request]) -> list[ChatResult]:
+    def _generate(self, sampling: Sampling, quote_from: str | None, requests: Sequence[Request]) -> list[ChatResult]:
         import torch
 
         tokenizer = self.hf_tokenizer
-        prompts = [
+        texts = [
             tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in requests
         ]
-        inputs = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        if sampling.temperature == 0:
-            options: dict[str, Any] = {"do_sample": False}
-        else:  # top_k=0 turns off transformers' default top-k 50, as in OpenAI-style servers
-            options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-        if sampling.quote_from is not None:
-            lines = [line.strip() for line in sampling.quote_from.splitlines() if line.strip()]
+        prompts = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        processors = []
+        if quote_from is not None:
+            lines = [line.strip() for line in quote_from.splitlines() if line.strip()]
             ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
-            options["logits_processor"] = [_line_copier(ids, inputs["input_ids"].shape[1], self.eos_ids)]
-        if self.seed is not None:
-            torch.manual_seed(self.seed)
-        with self._compute_lock, torch.inference_mode():
-            output = self.model.generate(
-                **inputs, max_new_tokens=sampling.max_tokens, pad_token_id=self.pad_id, **options
+            processors.append(_line_copier(ids, max(len(p) for p in prompts), self.eos_ids))
+        with self._compute_lock:
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            generations = generate(
+                self.model,
+                prompts,
+                sampling,
+                pad_id=self.pad_id,
+                eos_ids=self.eos_ids,
+                logits_processors=processors,
             )
         self.generate_calls += 1
-        new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
-        prompt_sizes = inputs["attention_mask"].sum(dim=1).tolist()
         return [
-            self._result(tokens, prompt_size, request.stop)
-            for tokens, prompt_size, request in zip(new_tokens, prompt_sizes, requests, strict=True)
+            self._result(generation, len(prompt), request.stop)
+            for generation, prompt, request in zip(generations, prompts, requests, strict=True)
         ]
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
@@ -230,12 +226,9 @@ class Engine:
                     scores[i] = float(picked[row].sum())
         return scores
 
-    def _result(self, tokens: list[int], prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
-        end = next((i for i, token in enumerate(tokens) if token in self.eos_ids), None)
-        if end is None:
-            finish_reason, answer, output_size = "length", tokens, len(tokens)
-        else:  # the EOS token counts as generated; what follows it is padding
-            finish_reason, answer, output_size = "stop", tokens[:end], end + 1
+    def _result(self, generation: Generation, prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
+        finish_reason, output_size = generation.finish_reason, len(generation.response_ids)  # the EOS counts
+        answer = generation.response_ids[:-1] if finish_reason == "stop" else generation.response_ids
         text = self.hf_tokenizer.decode(answer, skip_special_tokens=True)
         cuts = [text.find(s) for s in stop if s and s in text]
         if cuts:

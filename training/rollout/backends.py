@@ -13,29 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.integrations.models.generation import Generation, Sampling, generate
 
-
-@dataclass(frozen=True)
-class Sampling:
-    """How one call samples: a token limit and a temperature (0 = greedy)."""
-
-    max_tokens: int
-    temperature: float
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled response: its token ids, their log-probabilities, and why it ended."""
-
-    response_ids: list[int]
-    logprobs: list[float] | None
-    """None for a teacher's response (it was written, not sampled from the policy)."""
-    finish_reason: str
+__all__ = ["ChatTokens", "Generation", "RolloutBackend", "Sampling", "TransformersRollout"]
 
 
 class RolloutBackend(Protocol):
@@ -111,33 +95,14 @@ class TransformersRollout(ChatTokens):
     def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
         import torch
 
-        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        greedy = sampling.temperature <= 0
-        with self._lock, torch.no_grad():
+        with self._lock:
             torch.manual_seed(self._generator_seed + self.sampled_calls)
             self.sampled_calls += 1
-            out = self.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                max_new_tokens=sampling.max_tokens,
-                do_sample=not greedy,
-                temperature=None if greedy else sampling.temperature,
-                top_p=1.0,
-                top_k=0,
-                pad_token_id=pad,
-                eos_token_id=eos,
-                output_logits=True,
-                return_dict_in_generate=True,
+            return generate(
+                self.model,
+                prompts,
+                sampling,
+                pad_id=self.tokenizer.pad_token_id,
+                eos_ids={self.tokenizer.eos_token_id},
+                logprobs=True,
             )
-        steps = torch.stack(out.logits, dim=1).float()  # raw logits: (batch, new tokens, vocab)
-        logprobs = torch.log_softmax(steps / (1.0 if greedy else sampling.temperature), dim=-1)
-        new = out.sequences[:, width:]
-        chosen = logprobs.gather(-1, new[..., None]).squeeze(-1)
-        results = []
-        for row, row_logprobs in zip(new.tolist(), chosen.tolist(), strict=True):
-            end = row.index(eos) + 1 if eos in row else len(row)
-            results.append(Generation(row[:end], row_logprobs[:end], "stop" if eos in row else "length"))
-        return results
