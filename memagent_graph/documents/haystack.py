@@ -9,6 +9,7 @@ inserted at a chosen depth.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -60,19 +61,35 @@ def needle_document(
     needle = f"The special magic {key} is {value}."
     depth = rng.random() if depth is None else depth
     paragraphs = list(haystack_paragraphs()) if haystack == "docs" else [NOISE_PARAGRAPH]
-    start = rng.randrange(len(paragraphs))
-    chosen: list[str] = []
-    total = tokenizer.count(needle)
-    index = start
-    while total < tokens:
-        paragraph = paragraphs[index % len(paragraphs)]
-        chosen.append(paragraph)
-        total += tokenizer.count(paragraph) + 1
-        index += 1
-    chosen.insert(round(depth * len(chosen)), needle)
+    chosen = consecutive_units(
+        paragraphs,
+        start=rng.randrange(len(paragraphs)),
+        tokens=tokens - tokenizer.count(needle),
+        count=lambda index: tokenizer.count(paragraphs[index]),
+    )
     return NeedleTask(
-        text="\n\n".join(chosen),
+        text="\n\n".join(insert_at_depths(chosen, [(depth, needle)])),
         question=f"What is the special magic {key}?",
         answer=value,
         depth=depth,
     )
+
+
+def consecutive_units(units: Sequence[str], *, start: int, tokens: int, count: Callable[[int], int]) -> list[str]:
+    """Units from index ``start`` on (cycling) until they hold about ``tokens`` tokens, counting one separator
+    token per unit; ``count(index)`` is the token count of ``units[index]``."""
+    chosen: list[str] = []
+    total, index = 0, start
+    while total < tokens:
+        chosen.append(units[index % len(units)])
+        total += count(index % len(units)) + 1
+        index += 1
+    return chosen
+
+
+def insert_at_depths(units: list[str], inserts: list[tuple[float, str]]) -> list[str]:
+    """``units`` with each ``(depth, text)`` inserted at that fraction of the way through (0 start, 1 end)."""
+    result = list(units)
+    for depth, text in sorted(inserts, key=lambda item: item[0], reverse=True):
+        result.insert(round(depth * len(units)), text)
+    return result

@@ -21,7 +21,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Literal
 
-from memagent_graph.documents.haystack import NOISE_PARAGRAPH, haystack_paragraphs
+from memagent_graph.documents.haystack import NOISE_PARAGRAPH, consecutive_units, haystack_paragraphs
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 
@@ -73,17 +73,4 @@ def filler(tokens: int, *, source: HaystackSource, tokenizer: Tokenizer, rng: ra
     if tokens <= 0:
         return []
     units, counts = source_units(source), unit_counts(source, tokenizer)
-    index, total, chosen = rng.randrange(len(units)), 0, []
-    while total < tokens:
-        chosen.append(units[index % len(units)])
-        total += counts[index % len(units)] + 1
-        index += 1
-    return chosen
-
-
-def insert_at_depths(units: list[str], inserts: list[tuple[float, str]]) -> list[str]:
-    """``units`` with each ``(depth, text)`` inserted at that fraction of the way through (0 start, 1 end)."""
-    result = list(units)
-    for depth, text in sorted(inserts, key=lambda item: item[0], reverse=True):
-        result.insert(round(depth * len(units)), text)
-    return result
+    return consecutive_units(units, start=rng.randrange(len(units)), tokens=tokens, count=counts.__getitem__)

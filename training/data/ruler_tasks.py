@@ -20,8 +20,9 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Literal
 
+from memagent_graph.documents.haystack import insert_at_depths
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.data.haystacks import HaystackSource, filler, insert_at_depths
+from memagent_graph.training.data.haystacks import HaystackSource, filler
 from memagent_graph.training.data.tasks import Task
 
 Split = Literal["train", "eval"]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from memagent_graph.documents.haystack import insert_at_depths
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.data.haystacks import HaystackSource, filler, insert_at_depths
+from memagent_graph.training.data.haystacks import HaystackSource, filler
 from memagent_graph.training.data.ruler_tasks import Split
 from memagent_graph.training.data.tasks import Task
 
