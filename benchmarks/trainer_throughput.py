@@ -15,7 +15,8 @@ import tempfile
 import ray
 from common import save
 
-from memagent_graph.training.rl.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.config import RLConfig
+from memagent_graph.training.rl.trainer import Trainer
 
 
 def run(workers: int, args: argparse.Namespace, folder: str) -> dict[str, float]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memagent_graph.training.rl.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.config import RLConfig
+from memagent_graph.training.rl.trainer import Trainer
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "train_smollm2.yaml"
 

@@ -8,8 +8,9 @@ import signal
 import pytest
 
 from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
-from memagent_graph.training.rl.trainer import RLConfig, Trainer
+from memagent_graph.training.rl.trainer import Trainer
 
 pytestmark = pytest.mark.slow
 

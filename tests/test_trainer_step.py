@@ -10,8 +10,9 @@ import torch
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.rl.config import LoraSettings, RLConfig
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
-from memagent_graph.training.rl.trainer import LoraSettings, RLConfig, Trainer
+from memagent_graph.training.rl.trainer import Trainer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: builds trainers and policies
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from memagent_graph.lazy_exports import lazy_attributes
 
 _EXPORTS = {
-    "RLConfig": "memagent_graph.training.rl.trainer",
+    "RLConfig": "memagent_graph.training.rl.config",
     "Trainer": "memagent_graph.training.rl.trainer",
     "LearnerConfig": "memagent_graph.training.rl.learner",
     "get_reward": "memagent_graph.training.rewards",
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from memagent_graph.training.data.task_suite import suite_task
     from memagent_graph.training.data.tasks import Task, needle_tasks
     from memagent_graph.training.rewards import get_reward, register_reward
+    from memagent_graph.training.rl.config import RLConfig
     from memagent_graph.training.rl.learner import LearnerConfig
-    from memagent_graph.training.rl.trainer import RLConfig, Trainer
+    from memagent_graph.training.rl.trainer import Trainer
 
 __getattr__ = lazy_attributes(__name__, _EXPORTS)

@@ -33,7 +33,8 @@ def run_train_command(args: argparse.Namespace) -> int:
 
 
 def _train_rl(args: argparse.Namespace) -> int:
-    from memagent_graph.training.rl.trainer import RLConfig, Trainer
+    from memagent_graph.training.rl.config import RLConfig
+    from memagent_graph.training.rl.trainer import Trainer
 
     config = RLConfig.from_yaml(args.config)
     if args.output_dir:

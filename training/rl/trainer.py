@@ -16,163 +16,23 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.prompts import PromptSet
 from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
-from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
-from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS, build_tiny_policy
+from memagent_graph.training.rl.checkpoints import load_checkpoint, save_checkpoint
+from memagent_graph.training.rl.config import RLConfig
+from memagent_graph.training.rl.learner import TorchLearner
+from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights, with_lora
 from memagent_graph.training.rollout.worker import Episode
 from memagent_graph.training.rollout.worker_pool import WorkerPool
-
-
-class LoraSettings(BaseModel):
-    """Train LoRA adapters (peft) instead of every weight."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rank: int = Field(8, ge=1)
-    alpha: int = 16
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-
-
-class TaskSettings(BaseModel):
-    """Where questions come from: generated tasks, seeded; evaluation draws other seeds (and, for the task
-    suite's families, RULER's phrasings where training uses others)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str | list[str] = Field(
-        "needle", description='"needle" (the tiny demo task), or task-suite families, mixed in turn.'
-    )
-    tokens: int = Field(200, ge=16, description="Document length in policy tokens.")
-    value_kind: Literal["word-number", "word"] = "word"
-    haystack: Literal["docs", "noise"] = "noise"
-    seed: int = 0
-    eval_seed: int = 1
-    eval_samples: int = Field(20, ge=1)
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kinds(cls, kind: str | list[str]) -> str | list[str]:
-        from memagent_graph.training.data.task_suite import get_task_kind
-
-        if kind != "needle":
-            for name in [kind] if isinstance(kind, str) else kind:
-                get_task_kind(name)
-        return kind
-
-
-class RolloutSettings(BaseModel):
-    """Which backend samples the episodes: transformers on CPU, or a vLLM engine per worker (one GPU each)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    backend: Literal["transformers", "vllm"] = "transformers"
-    engine_options: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments for vllm.LLM (dtype, max_model_len, ...)."
-    )
-    gpus_per_worker: float = Field(0.0, ge=0.0, description="Ray GPUs each rollout actor holds (vLLM: 1).")
-
-
-class WarmStart(BaseModel):
-    """Supervised steps on teacher traces before RL (rejection sampling: only verified episodes are kept)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tasks: int = Field(256, ge=1)
-    teacher: Literal["rule", "oracle"] = Field(
-        "rule", description="rule: copies needle-like facts; oracle: knows each task's evidence and answer."
-    )
-    steps: int = Field(100, ge=0)
-    lr: float = Field(3e-3, gt=0)
-    batch_size: int = Field(16, ge=1)
-    new_notes_share: float | None = Field(
-        None,
-        gt=0,
-        lt=1,
-        description="Repeat the calls that write new notes until they are this share of the SFT calls (most "
-        "chunks hold nothing; without it a small policy learns never to write a fact down). None: as recorded.",
-    )
-
-
-class RLConfig(BaseModel):
-    """Everything a training run does; load a YAML file with `RLConfig.from_yaml` (defaults follow MemAgent:
-    Dr.GRPO advantages, the strict boxed verifier, clip-higher)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    policy: str = Field(
-        "tiny",
-        description='A Hugging Face model folder, "embedded" (SmolLM2-135M-Instruct), or "tiny" (a tiny Qwen2).',
-    )
-    tiny_hidden_size: int = 128
-    prompts: Literal["default", "tiny"] = "default"
-    group_size: int = Field(4, ge=2, description="Episodes per question.")
-    questions_per_step: int = Field(4, ge=1)
-    steps: int = Field(10, ge=0)
-    advantage: str = "dr_grpo"
-    reward: str = "memagent_verifier"
-    dynamic_sampling: bool = True
-    temperature: float = Field(1.0, gt=0.0)
-    chunk_tokens: int = 512
-    memory_tokens: int = 64
-    answer_tokens: int = 32
-    learner: LearnerConfig = LearnerConfig()
-    lora: LoraSettings | None = None
-    task: TaskSettings = TaskSettings()
-    warm_start: WarmStart | None = None
-    rollout_workers: int = Field(1, ge=1)
-    rollout: RolloutSettings = RolloutSettings()
-    ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
-    eval_every: int = Field(0, ge=0, description="Greedy evaluation every N steps (0: only at the end).")
-    checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
-    save_traces: bool = Field(False, description="Append each step's scored calls to traces.jsonl.")
-    output_dir: str = "runs/memagent-rl"
-    seed: int = 0
-
-    @classmethod
-    def from_yaml(cls, path: str | Path) -> RLConfig:
-        """Load a config file; `ConfigError` names the file and each wrong field."""
-        import yaml
-
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as error:
-            raise ConfigError(f"cannot read training config {path}: {error.strerror or error}") from None
-        except yaml.YAMLError as error:
-            raise ConfigError(f"training config {path} is not valid YAML: {error}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"training config {path} must be a mapping of settings, not {type(data).__name__}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise ConfigError(f"training config {path}: {problems}") from None
-
-    def reading(self) -> MemAgentConfig:
-        """How episodes read: this config's budgets and temperature, top-p off, no retries (an empty memory is
-        an outcome to learn from, not a fault)."""
-        return MemAgentConfig(
-            chunk_tokens=self.chunk_tokens,
-            memory_tokens=self.memory_tokens,
-            answer_tokens=self.answer_tokens,
-            temperature=self.temperature,
-            top_p=1.0,
-            retries=RetrySettings(max_attempts=1),
-            prompts=TINY_PROMPTS if self.prompts == "tiny" else PromptSet(),
-        )
 
 
 class Trainer:
@@ -266,64 +126,36 @@ class Trainer:
         ]
 
     def warm_start(self) -> dict[str, float]:
-        """Supervised fine-tuning on a rule teacher's verified traces (`WarmStart`); returns the last loss."""
+        """Supervised fine-tuning on a teacher's verified traces (`WarmStart`) before RL; returns its stats."""
         from transformers import AutoTokenizer
 
         from memagent_graph.training.rollout.backends import TransformersRollout
-        from memagent_graph.training.sft.oracle import OracleMemoryModel
-        from memagent_graph.training.sft.rejection_sampling import (
-            fine_tune,
-            oversample_new_notes,
-            rejection_sample,
-            teacher_traces,
-        )
-        from memagent_graph.training.sft.teachers import RuleMemoryModel
+        from memagent_graph.training.sft.warm_start import warm_start
 
         settings = self.config.warm_start
         if settings is None or settings.steps == 0:
             return {}
-        tiny = self.config.prompts == "tiny"
-        tasks = self.tasks(10_000_000, settings.tasks)  # far past any RL step's tasks
-        if settings.teacher == "oracle":
-            teacher = OracleMemoryModel(tasks=tasks, prompts=self.config.reading().prompts)
-        elif tiny:
-            teacher = RuleMemoryModel(nothing="none", answer_template="\\boxed{{{value}}}")
-        else:
-            teacher = RuleMemoryModel()
-        tokens = TransformersRollout(self.learner.model, AutoTokenizer.from_pretrained(str(self.policy)))
-        calls = teacher_traces(  # the teacher writes every reply: the policy only tokenizes them
-            teacher,
-            tokens,
-            self.tokenizer,
-            tasks,
-            reading=self.config.reading(),
-            reward=self.config.reward,
-        )
-        kept = rejection_sample(calls)
         sft = TorchLearner(
             self.learner.model,
             config=self.config.learner.model_copy(update={"lr": settings.lr, "kl_coef": 0.0}),
             pad_id=self.learner.pad_id,
             temperature=1.0,  # imitation fits the policy's own distribution, whatever the rollouts sample at
         )
-        self.log(f"warm start: {len(kept)} of {len(calls)} teacher calls verified; {settings.steps} SFT steps")
-        if settings.new_notes_share is not None:
-            verified = len(kept)
-            kept = oversample_new_notes(
-                kept, nothing=teacher.nothing, share=settings.new_notes_share, seed=self.config.seed
-            )
-            self.log(f"warm start: {len(kept) - verified} repeats of the calls that write new notes")
-
-        def report(step: int, stats: dict[str, float]) -> None:
-            if (step + 1) % 10 == 0:
-                self.log(f"warm start step {step + 1}/{settings.steps}: loss {stats['loss']:.4f}")
-
-        history = fine_tune(
-            sft, kept, steps=settings.steps, batch_size=settings.batch_size, seed=self.config.seed, on_step=report
+        stats = warm_start(
+            settings,
+            learner=sft,
+            policy_tokens=TransformersRollout(self.learner.model, AutoTokenizer.from_pretrained(str(self.policy))),
+            tokenizer=self.tokenizer,
+            tasks=self.tasks(10_000_000, settings.tasks),  # far past any RL step's tasks
+            reading=self.config.reading(),
+            reward=self.config.reward,
+            tiny_prompts=self.config.prompts == "tiny",
+            seed=self.config.seed,
+            log=self.log,
         )
         self.version += 1
         self.workers.sync(trainable_weights(self.learner.model), self.version)
-        return {"warm_start_loss": history[-1]["loss"], "warm_start_calls": float(len(kept))}
+        return stats
 
     def step(self) -> dict[str, float]:
         """One RL step on the next tasks; returns (and logs) its metrics."""
@@ -452,41 +284,22 @@ class Trainer:
         self._tensorboard.flush()
 
     def save(self, folder: str | Path) -> Path:
-        """Checkpoint everything the next step depends on; `restore` continues exactly."""
-        from safetensors.torch import save_file
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        save_file(trainable_weights(self.learner.model), str(folder / "policy.safetensors"))
-        torch.save(
-            {"optimizer": self.learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state()},
-            folder / "trainer_state.pt",
-        )
+        """Checkpoint everything the next step depends on (`checkpoints`); `restore` continues exactly."""
         position = {
             "step": self.step_index,
             "data_position": self.position,
             "policy_version": self.version,
             "workers": self.workers.sampling_states(),
-            "config": self.config.model_dump(mode="json", exclude={"steps", "output_dir"}),
+            "config": self._checkpointed_config(),
         }
-        (folder / "position.json").write_text(json.dumps(position, indent=2) + "\n")
-        return folder
+        return save_checkpoint(folder, model=self.learner.model, optimizer=self.learner.optimizer, position=position)
 
     def restore(self, folder: str | Path) -> None:
         """Load a checkpoint written by `save` (same policy and config, except ``steps`` and ``output_dir``)."""
-        from safetensors.torch import load_file
-
-        folder = Path(folder)
-        if not (folder / "position.json").is_file():
-            raise ConfigError(f"{folder} is not a training checkpoint (no position.json)")
-        position = json.loads((folder / "position.json").read_text())
-        if position["config"] != self.config.model_dump(mode="json", exclude={"steps", "output_dir"}):
-            raise ConfigError(f"checkpoint {folder} was written with another config; resume with the same one")
-        weights = load_file(str(folder / "policy.safetensors"))
+        weights, position = load_checkpoint(
+            folder, optimizer=self.learner.optimizer, config=self._checkpointed_config()
+        )
         load_trainable_weights(self.learner.model, weights)
-        state = torch.load(folder / "trainer_state.pt", weights_only=False)
-        self.learner.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
         self.step_index, self.position, self.version = (
             position["step"],
             position["data_position"],
@@ -494,6 +307,9 @@ class Trainer:
         )
         self.workers.sync(weights, self.version)
         self.workers.restore_sampling_states(position["workers"])
+
+    def _checkpointed_config(self) -> dict[str, Any]:
+        return self.config.model_dump(mode="json", exclude={"steps", "output_dir"})
 
     def close(self) -> None:
         """Stop the rollout workers and flush the logs."""

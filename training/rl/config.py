@@ -1,0 +1,136 @@
+"""`RLConfig`: everything a training run does, loaded from YAML (the ``learner:`` block is `LearnerConfig`,
+the ``warm_start:`` block `WarmStart`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.errors import ConfigError
+from memagent_graph.prompts import PromptSet
+from memagent_graph.training.rl.learner import LearnerConfig
+from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS
+from memagent_graph.training.sft.warm_start import WarmStart
+
+__all__ = ["LoraSettings", "RLConfig", "RolloutSettings", "TaskSettings", "WarmStart"]
+
+
+class LoraSettings(BaseModel):
+    """Train LoRA adapters (peft) instead of every weight."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(8, ge=1)
+    alpha: int = 16
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+class TaskSettings(BaseModel):
+    """Where questions come from: generated tasks, seeded; evaluation draws other seeds (and, for the task
+    suite's families, RULER's phrasings where training uses others)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str | list[str] = Field(
+        "needle", description='"needle" (the tiny demo task), or task-suite families, mixed in turn.'
+    )
+    tokens: int = Field(200, ge=16, description="Document length in policy tokens.")
+    value_kind: Literal["word-number", "word"] = "word"
+    haystack: Literal["docs", "noise"] = "noise"
+    seed: int = 0
+    eval_seed: int = 1
+    eval_samples: int = Field(20, ge=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kinds(cls, kind: str | list[str]) -> str | list[str]:
+        from memagent_graph.training.data.task_suite import get_task_kind
+
+        if kind != "needle":
+            for name in [kind] if isinstance(kind, str) else kind:
+                get_task_kind(name)
+        return kind
+
+
+class RolloutSettings(BaseModel):
+    """Which backend samples the episodes: transformers on CPU, or a vLLM engine per worker (one GPU each)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["transformers", "vllm"] = "transformers"
+    engine_options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for vllm.LLM (dtype, max_model_len, ...)."
+    )
+    gpus_per_worker: float = Field(0.0, ge=0.0, description="Ray GPUs each rollout actor holds (vLLM: 1).")
+
+
+class RLConfig(BaseModel):
+    """Everything a training run does; load a YAML file with `RLConfig.from_yaml` (defaults follow MemAgent:
+    Dr.GRPO advantages, the strict boxed verifier, clip-higher)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: str = Field(
+        "tiny",
+        description='A Hugging Face model folder, "embedded" (SmolLM2-135M-Instruct), or "tiny" (a tiny Qwen2).',
+    )
+    tiny_hidden_size: int = 128
+    prompts: Literal["default", "tiny"] = "default"
+    group_size: int = Field(4, ge=2, description="Episodes per question.")
+    questions_per_step: int = Field(4, ge=1)
+    steps: int = Field(10, ge=0)
+    advantage: str = "dr_grpo"
+    reward: str = "memagent_verifier"
+    dynamic_sampling: bool = True
+    temperature: float = Field(1.0, gt=0.0)
+    chunk_tokens: int = 512
+    memory_tokens: int = 64
+    answer_tokens: int = 32
+    learner: LearnerConfig = LearnerConfig()
+    lora: LoraSettings | None = None
+    task: TaskSettings = TaskSettings()
+    warm_start: WarmStart | None = None
+    rollout_workers: int = Field(1, ge=1)
+    rollout: RolloutSettings = RolloutSettings()
+    ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
+    eval_every: int = Field(0, ge=0, description="Greedy evaluation every N steps (0: only at the end).")
+    checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    save_traces: bool = Field(False, description="Append each step's scored calls to traces.jsonl.")
+    output_dir: str = "runs/memagent-rl"
+    seed: int = 0
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RLConfig:
+        """Load a config file; `ConfigError` names the file and each wrong field."""
+        import yaml
+
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as error:
+            raise ConfigError(f"cannot read training config {path}: {error.strerror or error}") from None
+        except yaml.YAMLError as error:
+            raise ConfigError(f"training config {path} is not valid YAML: {error}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"training config {path} must be a mapping of settings, not {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise ConfigError(f"training config {path}: {problems}") from None
+
+    def reading(self) -> MemAgentConfig:
+        """How episodes read: this config's budgets and temperature, top-p off, no retries (an empty memory is
+        an outcome to learn from, not a fault)."""
+        return MemAgentConfig(
+            chunk_tokens=self.chunk_tokens,
+            memory_tokens=self.memory_tokens,
+            answer_tokens=self.answer_tokens,
+            temperature=self.temperature,
+            top_p=1.0,
+            retries=RetrySettings(max_attempts=1),
+            prompts=TINY_PROMPTS if self.prompts == "tiny" else PromptSet(),
+        )
