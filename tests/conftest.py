@@ -10,11 +10,11 @@ from memagent_graph.documents.haystack import haystack_paragraphs, needle_docume
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 
-_NOT_UNIT = frozenset({"slow", "engine", "vllm", "integration"})
+_NOT_UNIT = frozenset({"slow", "engine", "vllm", "ray", "integration"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test not marked slow, engine, vllm or integration is a unit test (``pytest -m unit``)."""
+    """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``)."""
     for item in items:
         if not _NOT_UNIT & {marker.name for marker in item.iter_markers()}:
             item.add_marker(pytest.mark.unit)

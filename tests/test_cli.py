@@ -1,31 +1,45 @@
-"""The ``memagent`` command through a subprocess: answers, JSON, and one clear line for every bad input."""
+"""The ``memagent`` command: answers, JSON, and one clear line for every bad input.
 
+The tests call the console script's entry point (`main`) in this process, with its own stdin, environment
+and captured output; one test runs the command as a subprocess (``python -m``), as a shell runs it.
+"""
+
+import io
 import json
+import logging
+import os
 import subprocess
 import sys
 
 import pytest
 
+from memagent_graph.integrations.cli import main
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
-pytestmark = pytest.mark.integration  # not in the unit tier: each test runs the CLI in a subprocess
+pytestmark = pytest.mark.integration  # not in the unit tier: a loopback server answers the model calls
 
 SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30"]
 
 
-def memagent(*args, stdin=None, env_extra=None):
-    import os
+@pytest.fixture
+def memagent(capsys, monkeypatch):
+    """Run ``memagent ARGS`` in this process; returns its exit code, stdout and stderr."""
+    for name in [k for k in os.environ if k.startswith(("MEMAGENT_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
+    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "memagent_graph.integrations.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    def run(*args, stdin=None, env_extra=None):
+        for name, value in (env_extra or {}).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((stdin or "").encode())))
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    yield run
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +62,7 @@ def _assert_one_line_error(result, expected):
     assert len(errors) == 1 and expected in errors[0], result.stderr
 
 
-def test_ask_prints_the_answer_and_names_the_model(server, doc, needle):
+def test_ask_prints_the_answer_and_names_the_model(memagent, server, doc, needle):
     result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, *SMALL)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == needle.answer
@@ -56,7 +70,7 @@ def test_ask_prints_the_answer_and_names_the_model(server, doc, needle):
     assert "tokenizer: the server's /tokenize" in result.stderr
 
 
-def test_ask_json_prints_the_result_object(server, doc, needle):
+def test_ask_json_prints_the_result_object(memagent, server, doc, needle):
     result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, "--json", "--quiet", *SMALL)
     payload = json.loads(result.stdout)
     assert {"answer", "memory", "num_chunks", "steps", "usage", "elapsed_s"} <= set(payload)
@@ -64,12 +78,12 @@ def test_ask_json_prints_the_result_object(server, doc, needle):
     assert len(payload["steps"]) == payload["num_chunks"] + 1
 
 
-def test_ask_reads_stdin(server, needle):
+def test_ask_reads_stdin(memagent, server, needle):
     result = memagent("ask", "-", needle.question, "--base-url", server.base_url, "--quiet", *SMALL, stdin=needle.text)
     assert result.stdout.strip() == needle.answer
 
 
-def test_ask_uses_a_local_tokenizer_folder(server, doc, needle, tokenizer, tmp_path):
+def test_ask_uses_a_local_tokenizer_folder(memagent, server, doc, needle, tokenizer, tmp_path):
     tokenizer._backend.save(str(tmp_path / "tokenizer.json"))
     result = memagent(
         "ask", str(doc), needle.question, "--base-url", server.base_url, "--tokenizer", str(tmp_path), "--quiet", *SMALL
@@ -78,71 +92,85 @@ def test_ask_uses_a_local_tokenizer_folder(server, doc, needle, tokenizer, tmp_p
     assert "/tokenize" not in result.stderr
 
 
-def test_endpoint_comes_from_the_environment(server, doc, needle):
+def test_endpoint_comes_from_the_environment(memagent, server, doc, needle):
     result = memagent(
         "ask", str(doc), needle.question, "--quiet", *SMALL, env_extra={"MEMAGENT_BASE_URL": server.base_url}
     )
     assert result.stdout.strip() == needle.answer
 
 
-def test_missing_file(tmp_path):
+def test_the_command_answers_when_run_as_a_subprocess(server, doc, needle):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
+    command = [sys.executable, "-m", "memagent_graph.integrations.cli", "ask", str(doc), needle.question]
+    done = subprocess.run(
+        [*command, "--base-url", server.base_url, "--quiet", *SMALL],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == needle.answer
+
+
+def test_missing_file(memagent, tmp_path):
     _assert_one_line_error(memagent("ask", str(tmp_path / "nope.txt"), "q"), "document not found")
 
 
-def test_directory(tmp_path):
+def test_directory(memagent, tmp_path):
     _assert_one_line_error(memagent("ask", str(tmp_path), "q"), "is a directory")
 
 
-def test_binary_file(server, tmp_path):
+def test_binary_file(memagent, server, tmp_path):
     path = tmp_path / "a.bin"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
     _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "binary file")
 
 
-def test_invalid_utf8(server, tmp_path):
+def test_invalid_utf8(memagent, server, tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("déjà vu".encode("latin-1"))
     _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "not valid UTF-8")
 
 
-def test_empty_document(server, tmp_path):
+def test_empty_document(memagent, server, tmp_path):
     path = tmp_path / "empty.txt"
     path.write_text("\n  \n")
     _assert_one_line_error(memagent("ask", str(path), "q", "--base-url", server.base_url), "is empty")
 
 
-def test_empty_question(doc):
+def test_empty_question(memagent, doc):
     _assert_one_line_error(memagent("ask", str(doc), "   "), "question is empty")
 
 
-def test_memory_not_smaller_than_chunk(doc):
+def test_memory_not_smaller_than_chunk(memagent, doc):
     _assert_one_line_error(
         memagent("ask", str(doc), "q", "--chunk-tokens", "100", "--memory-tokens", "100"),
         "must be smaller than chunk_tokens",
     )
 
 
-def test_unreachable_endpoint(doc):
+def test_unreachable_endpoint(memagent, doc):
     _assert_one_line_error(
         memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
         "cannot reach the model endpoint",
     )
 
 
-def test_rejected_api_key(doc, tokenizer):
+def test_rejected_api_key(memagent, doc, tokenizer):
     with SimulatedOpenAIServer(status=401) as failing:
         result = memagent("ask", str(doc), "q", "--base-url", failing.base_url, "--model", "m", "--api-key", "sk-x")
     _assert_one_line_error(result, "HTTP 401")
     assert "sk-x" not in result.stderr
 
 
-def test_unknown_model(server, doc):
+def test_unknown_model(memagent, server, doc):
     _assert_one_line_error(
         memagent("ask", str(doc), "q", "--base-url", server.base_url, "--model", "gpt-nope"), "HTTP 404"
     )
 
 
-def test_missing_tokenizer_folder(server, doc, tmp_path):
+def test_missing_tokenizer_folder(memagent, server, doc, tmp_path):
     _assert_one_line_error(
         memagent("ask", str(doc), "q", "--base-url", server.base_url, "--tokenizer", str(tmp_path / "none")),
         "tokenizer not found",
@@ -186,7 +214,7 @@ def test_options_override_the_engine_settings(no_endpoint):
     assert (config.memory_policy, config.chunk_tokens, config.temperature) == ("generate", 1000, 0.5)
 
 
-def test_a_missing_model_folder_is_one_clear_line(tmp_path):
+def test_a_missing_model_folder_is_one_clear_line(memagent, tmp_path):
     document = tmp_path / "doc.txt"
     document.write_text("The special magic number is 4711.", encoding="utf-8")
     result = memagent("ask", str(document), "What is the number?", "--model-dir", str(tmp_path / "nowhere"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # the README training command runs its workers on Ray
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "train_tiny.yaml"
 

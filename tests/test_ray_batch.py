@@ -24,7 +24,7 @@ from memagent_graph.integrations.ray_batch import BatchError, BatchSettings, Bat
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 SECRET = "sk-test-secret-key"
 SMALL = {"chunk_tokens": 300, "memory_tokens": 100, "answer_tokens": 30}

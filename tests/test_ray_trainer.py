@@ -12,7 +12,7 @@ from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rl.trainer import Trainer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 @pytest.fixture(scope="module")
