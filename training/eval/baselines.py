@@ -24,7 +24,9 @@ from langchain_core.messages import HumanMessage
 from memagent_graph.documents.chunking import chunk_document
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.training.eval.evaluation import Reader
+
+Reader = Callable[[str, str], Any]
+"""``reader(question, document) -> reply``, or None when the method cannot run on this document."""
 
 CONTEXT_PROMPT = (
     "Answer the question using the document below.\n\n<document>\n{context}\n</document>\n\n"

@@ -12,10 +12,10 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
@@ -26,9 +26,8 @@ if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not wh
 
     from memagent_graph.config import MemAgentConfig
     from memagent_graph.training.data.hotpotqa import HotpotQuestion
+    from memagent_graph.training.eval.baselines import Reader
 
-Reader = Callable[[str, str], Any]
-"""``reader(question, document) -> reply``, or None when the method cannot run on this document."""
 
 METHODS = ("memagent", "full", "truncation", "bm25", "embedding")
 """MemAgent, then the baselines of `baselines.BASELINES`."""
