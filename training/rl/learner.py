@@ -9,12 +9,13 @@ micro-batches never changes the gradient.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
@@ -36,6 +37,19 @@ class LearnerConfig(BaseModel):
     """Weight of the k3 KL penalty to the reference policy (the policy as training started); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
     bf16_autocast: bool = False
+    workers: int = Field(1, ge=1)
+    """Learner ranks (Ray actors forming one torch.distributed group); 1 with ``strategy: single`` learns in
+    the trainer's process."""
+    strategy: Literal["single", "fsdp", "ddp"] = "single"
+    """``fsdp``: FSDP2 shards the policy per decoder layer; ``ddp``: every rank holds all of it."""
+    cpus_per_worker: float = Field(1.0, gt=0)
+    """Ray CPUs each learner rank reserves."""
+
+    @model_validator(mode="after")
+    def _one_rank_learns_alone(self) -> LearnerConfig:
+        if self.strategy == "single" and self.workers > 1:
+            raise ValueError(f"workers: {self.workers} needs strategy fsdp or ddp (single is one process)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,30 @@ def response_logits(model: Any, packed: Packed) -> torch.Tensor:
     return torch.stack(rows).float()
 
 
+@dataclass(frozen=True)
+class StepShare:
+    """One rank's part of a step split across ranks: the whole step's response tokens and calls (the loss
+    denominators), the micro-batches every rank runs (collectives need each rank in each one), the rank count
+    (gradient sync averages over it) and a call to run at zero weight once this rank's own calls are done."""
+
+    total_tokens: float
+    total_calls: int
+    micro_batches: int
+    ranks: int
+    filler: TraceCall | None
+
+    @classmethod
+    def whole(cls, calls: Sequence[TraceCall], *, micro_batch_size: int) -> StepShare:
+        """The whole step on one rank."""
+        return cls(
+            total_tokens=float(sum(len(c.response_ids) for c in calls)),
+            total_calls=len(calls),
+            micro_batches=math.ceil(len(calls) / micro_batch_size),
+            ranks=1,
+            filler=None,
+        )
+
+
 class TorchLearner:
     """AdamW on a Hugging Face causal LM (optionally a peft LoRA model: only trainable weights are updated)."""
 
@@ -115,40 +153,58 @@ class TorchLearner:
     def _micro_batches(self, calls: Sequence[TraceCall]) -> Iterator[tuple[int, Packed, torch.Tensor, torch.Tensor]]:
         """Per micro-batch: its first row, its packed tensors, the temperature-scaled response logits and the
         learner's log-probabilities of the response tokens (with grad)."""
+        for start in range(0, len(calls), self.config.micro_batch_size):
+            yield (start, *self._forward(calls[start : start + self.config.micro_batch_size]))
+
+    def _forward(self, calls: Sequence[TraceCall]) -> tuple[Packed, torch.Tensor, torch.Tensor]:
         config = self.config
         self.model.train()
         autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16_autocast else contextlib.nullcontext()
-        for start in range(0, len(calls), config.micro_batch_size):
-            packed = pack(list(calls[start : start + config.micro_batch_size]), pad_id=self.pad_id)
-            with autocast:
-                logits = response_logits(self.model, packed) / self.temperature
-            logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
-            yield start, packed, logits, logprobs
+        packed = pack(list(calls), pad_id=self.pad_id)
+        with autocast:
+            logits = response_logits(self.model, packed) / self.temperature
+        logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
+        return packed, logits, logprobs
 
-    def backward(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
-        """Accumulate the step's gradient over micro-batches (no optimiser step); return the loss and stats."""
+    def backward(
+        self, calls: Sequence[TraceCall], advantages: Sequence[float], *, share: StepShare | None = None
+    ) -> dict[str, float]:
+        """Accumulate the step's gradient over micro-batches (no optimiser step); return the loss and stats.
+
+        With ``share``, ``calls`` are this rank's part of a step split across ranks (`StepShare`): the loss is
+        normalised by the whole step's tokens, and the stats are this rank's parts of the step's (they add up).
+        """
         config = self.config
-        total_tokens = float(sum(len(c.response_ids) for c in calls))
+        size = config.micro_batch_size
+        share = share or StepShare.whole(calls, micro_batch_size=size)
+        total_tokens = share.total_tokens
         stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
-        for start, packed, logits, logprobs in self._micro_batches(calls):
-            rows = packed.response_ids.shape[0]
+        for index in range(share.micro_batches):
+            start = index * size
+            rows, weight = list(calls[start : start + size]), 1.0
+            if not rows:  # this rank ran out: a zero-weight pass keeps it in every collective of the others
+                rows, weight = [share.filler], 0.0
+            packed, logits, logprobs = self._forward(rows)
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
+            row_advantages = advantages[start : start + len(rows)] if weight else [0.0]
             result = policy_loss(
                 logprobs,
                 packed.old_logprobs,
-                torch.tensor(advantages[start : start + rows], dtype=torch.float32),
+                torch.tensor(row_advantages, dtype=torch.float32),
                 packed.response_mask,
                 clip_low=config.clip_low,
                 clip_high=config.clip_high,
                 ref_logprobs=reference,
                 kl_coef=config.kl_coef,
                 mode=config.loss_mode,
-                denominator=total_tokens if config.loss_mode == "token-mean" else float(len(calls)),
+                denominator=total_tokens if config.loss_mode == "token-mean" else float(share.total_calls),
             )
-            result.loss.backward()
-            share = result.tokens / total_tokens
+            # gradient sync across ranks averages (divides by the rank count): scaled, the average is the sum
+            (result.loss * (weight * share.ranks)).backward()
+            if not weight:
+                continue
             stats["loss"] += float(result.loss.detach())
-            stats["clip_fraction"] += result.clip_fraction * share
+            stats["clip_fraction"] += result.clip_fraction * result.tokens / total_tokens
             stats["kl"] += result.kl
             with torch.no_grad():
                 entropy = entropy_from_logits(logits.detach())
@@ -176,9 +232,9 @@ class TorchLearner:
     def _step(self) -> float:
         """Clip the accumulated gradient, take the optimiser step; return the gradient norm before clipping."""
         trainable = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm))
+        norm = torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm)
         self.optimizer.step()
-        return grad_norm
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # a DTensor when sharded
 
     def _reference_logprobs(self, packed: Packed) -> torch.Tensor:
         with torch.no_grad():

@@ -1,0 +1,229 @@
+"""The learner across processes: N Ray actors form one ``torch.distributed`` group (``gloo`` on CPU, ``nccl`` on
+GPU, rank 0's address from Ray) and hold the policy sharded by FSDP2 (per decoder layer, then the root) or
+replicated by DDP.
+
+A step's calls are split into contiguous parts, one per rank; every rank normalises its loss by the *whole*
+step's token count and runs as many micro-batches as the busiest rank (zero-weight passes keep it in every
+collective), so the summed gradient, the clipped global norm and the step equal the single-process
+learner's on the same batch. Weights leave the group whole (gathered to rank 0, on CPU) for the rollout
+workers; checkpoints are sharded (``torch.distributed.checkpoint``), one file set per rank.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memagent_graph.errors import ConfigError, MemAgentError
+from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner
+from memagent_graph.training.rollout.traces import TraceCall
+
+_STATS = ("loss", "clip_fraction", "kl", "entropy")
+
+
+class LearnerRankError(MemAgentError, RuntimeError):
+    """A learner rank died or failed mid-step: the step is lost; resume the run from its last checkpoint."""
+
+
+def split_calls(count: int, ranks: int) -> list[range]:
+    """Contiguous, nearly equal parts of ``count`` calls, one per rank (a rank may get none)."""
+    bounds = [count * rank // ranks for rank in range(ranks + 1)]
+    return [range(bounds[rank], bounds[rank + 1]) for rank in range(ranks)]
+
+
+class LearnerRank:
+    """One rank of the group (run as a Ray actor): its shard of the policy, its optimiser, its part of each step."""
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        *,
+        policy: str,
+        config: dict[str, Any],
+        temperature: float,
+        seed: int,
+    ) -> None:
+        self.rank, self.world_size, self.policy = rank, world_size, policy
+        self.config, self.temperature, self.seed = LearnerConfig.model_validate(config), temperature, seed
+        self.learner: TorchLearner | None = None
+        self._trainable: list[str] = []
+
+    def address(self) -> tuple[str, int]:
+        """Where rank 0 listens for the others: this node's address and a free port."""
+        import ray
+
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def setup(self, master: str, port: int) -> None:
+        """Join the process group, load the policy, shard (or replicate) it and build the optimiser."""
+        import torch.distributed as dist
+        from transformers import AutoModelForCausalLM
+
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, rank=self.rank, world_size=self.world_size)
+        torch.manual_seed(self.seed)
+        model = AutoModelForCausalLM.from_pretrained(self.policy, dtype=torch.float32, local_files_only=True)
+        self._trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+        reference = None
+        if self.config.kl_coef > 0:  # the policy as training starts, frozen, whole on every rank
+            reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.learner = TorchLearner(
+            self._wrap(model),
+            config=self.config,
+            pad_id=model.config.pad_token_id or 0,
+            temperature=self.temperature,
+            reference=reference,
+        )
+
+    def _wrap(self, model: Any) -> Any:
+        if self.config.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            return DistributedDataParallel(model)
+        from torch.distributed.fsdp import fully_shard
+
+        for module in model.modules():  # one FSDP unit per decoder layer: all-gathered one at a time
+            if type(module).__name__.endswith("DecoderLayer"):
+                fully_shard(module)
+        fully_shard(model)
+        return model
+
+    def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
+        """Take this rank's part of the step, sum the gradient across ranks, clip and step; the step's stats."""
+        import torch.distributed as dist
+
+        assert self.learner is not None, "setup() first"
+        size = self.config.micro_batch_size
+        parts = split_calls(len(calls), self.world_size)
+        mine = parts[self.rank]
+        share = StepShare(
+            total_tokens=float(sum(len(c.response_ids) for c in calls)),
+            total_calls=len(calls),
+            micro_batches=max(math.ceil(len(part) / size) for part in parts),
+            ranks=self.world_size,
+            filler=calls[0],
+        )
+        self.learner.optimizer.zero_grad(set_to_none=True)
+        stats = self.learner.backward([calls[i] for i in mine], [advantages[i] for i in mine], share=share)
+        summed = torch.tensor([stats[key] for key in _STATS], dtype=torch.float64)
+        dist.all_reduce(summed)
+        stats.update(zip(_STATS, summed.tolist(), strict=True))
+        stats["grad_norm"] = self.learner._step()
+        return stats
+
+    def full_weights(self) -> dict[str, torch.Tensor]:
+        """The trainable weights, whole, on rank 0 (every rank must call: it is a collective); {} elsewhere."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        assert self.learner is not None, "setup() first"
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.learner.model, options=options)
+        return {name: state[name] for name in self._trainable} if self.rank == 0 else {}
+
+    def save(self, folder: str) -> None:
+        """Write this rank's shards of the policy and optimiser, and its RNG state."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        assert self.learner is not None, "setup() first"
+        model, optimizer = get_state_dict(self.learner.model, self.learner.optimizer)
+        dcp.save({"model": model, "optimizer": optimizer}, checkpoint_id=folder)
+        torch.save(torch.get_rng_state(), Path(folder) / f"rng-{self.rank}.pt")
+
+    def load(self, folder: str) -> None:
+        """Load a checkpoint written by `save` from any number of ranks (resharded onto these)."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        assert self.learner is not None, "setup() first"
+        model, optimizer = get_state_dict(self.learner.model, self.learner.optimizer)
+        state = {"model": model, "optimizer": optimizer}
+        dcp.load(state, checkpoint_id=folder)
+        set_state_dict(
+            self.learner.model,
+            self.learner.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+        )
+        rng = Path(folder) / f"rng-{self.rank}.pt"
+        if rng.is_file():  # a rank the writing group did not have keeps its own
+            torch.set_rng_state(torch.load(rng, weights_only=False))
+
+    def close(self) -> None:
+        """Leave the process group."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class LearnerGroup:
+    """``config.workers`` learner ranks as Ray actors, driven like one `TorchLearner`: `update` a step,
+    `weights` for the rollout workers, `save` / `load` sharded checkpoints."""
+
+    def __init__(self, policy: str | Path, *, config: LearnerConfig, temperature: float = 1.0, seed: int = 0) -> None:
+        import ray
+
+        if config.strategy == "single":
+            raise ConfigError("a learner group shards or replicates the policy: use strategy fsdp or ddp")
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        actor = ray.remote(num_cpus=config.cpus_per_worker)(LearnerRank)
+        options = {"policy": str(policy), "config": config.model_dump(), "temperature": temperature, "seed": seed}
+        self.config = config
+        self.ranks = [actor.remote(rank, config.workers, **options) for rank in range(config.workers)]
+        master, port = self._all([self.ranks[0].address.remote()])[0]
+        self._all([rank.setup.remote(master, port) for rank in self.ranks])
+
+    def _all(self, pending: list[Any]) -> list[Any]:
+        import ray
+
+        try:
+            return ray.get(pending)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+            self.close()
+            raise LearnerRankError(
+                f"a learner rank failed ({type(error).__name__}: {str(error).splitlines()[0]}); the step is lost: "
+                "resume the run from its last checkpoint (memagent train rl --resume)"
+            ) from None
+
+    def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
+        """One optimiser step on ``calls`` across the ranks; the step's loss, grad norm and stats."""
+        import ray
+
+        calls_ref, advantages_ref = ray.put(list(calls)), ray.put(list(advantages))
+        return self._all([rank.update.remote(calls_ref, advantages_ref) for rank in self.ranks])[0]
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The trainable weights, whole (gathered from the shards): what the rollout workers load."""
+        return self._all([rank.full_weights.remote() for rank in self.ranks])[0]
+
+    def save(self, folder: str | Path) -> None:
+        """A sharded checkpoint of the policy, the optimiser and each rank's RNG in ``folder``."""
+        self._all([rank.save.remote(str(folder)) for rank in self.ranks])
+
+    def load(self, folder: str | Path) -> None:
+        """Load a checkpoint written by a group of any size."""
+        if not (Path(folder) / ".metadata").is_file():
+            raise ConfigError(f"{folder} holds no sharded learner checkpoint (no .metadata)")
+        self._all([rank.load.remote(str(folder)) for rank in self.ranks])
+
+    def close(self) -> None:
+        """Stop the ranks."""
+        import ray
+
+        for rank in self.ranks:
+            ray.kill(rank)
+        self.ranks = []
