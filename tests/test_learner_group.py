@@ -1,6 +1,7 @@
 """The learner across ranks (Ray actors, gloo, a tiny Qwen2 on CPU): a 2-rank FSDP2 or DDP step equals the
 single-process learner's on the same batch, also when the ranks get uneven micro-batch counts; its weights
-gather whole for the rollout workers; a sharded checkpoint resumes onto another number of ranks."""
+gather whole for the rollout workers; a sharded checkpoint resumes onto another number of ranks, alone and
+inside a training run."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
-from memagent_graph.training.rl.learner_group import LearnerGroup, split_calls
+from memagent_graph.training.rl.learner_group import LearnerGroup, LearnerRankError, split_calls
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rl.trainer import Trainer
 from memagent_graph.training.rollout.backends import Sampling, TransformersRollout
 from memagent_graph.training.rollout.traces import TraceRecorder
 from memagent_graph.training.rollout.weights import trainable_weights
@@ -94,3 +98,56 @@ def test_a_sharded_checkpoint_of_two_ranks_resumes_onto_one(policy, calls, tmp_p
         _assert_same_step(one.update(calls, ADVANTAGES), one.weights(), expected)
     finally:
         one.close()
+
+
+def _run(policy, folder, *, workers: int) -> RLConfig:
+    learner = {**SETTINGS, "lr": 1e-3, "workers": workers, "strategy": "fsdp"}
+    return RLConfig.model_validate(
+        {
+            "policy": str(policy), "prompts": "tiny", "chunk_tokens": 128, "memory_tokens": 12, "answer_tokens": 8,
+            "group_size": 2, "questions_per_step": 2, "ray": False, "dynamic_sampling": False,
+            "reward": "test_length_parity", "learner": learner, "output_dir": str(folder), "seed": 5,
+        }
+    )  # fmt: skip
+
+
+@pytest.fixture
+def parity_reward():
+    """A reward that varies with the policy's output (an untrained tiny policy never answers right)."""
+    register_reward("test_length_parity")(lambda reply, golds: float(len(reply) % 2))
+    yield
+    del REWARDS["test_length_parity"]
+
+
+def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_onto_one_rank(policy, parity_reward, tmp_path):
+    trainer = Trainer(_run(policy, tmp_path / "two", workers=2))
+    try:
+        first = trainer.step()
+        [worker] = trainer.workers.workers
+        rollout = worker.rollout.model.state_dict()
+        for name, tensor in trainer.learner.weights().items():
+            assert torch.equal(rollout[name], tensor), name
+        trainer.save(tmp_path / "checkpoint")
+        expected = trainer.step()
+    finally:
+        trainer.close()
+    assert first["calls_trained"] > 0 and first["policy_version"] == 1
+    resumed = Trainer(_run(policy, tmp_path / "one", workers=1))
+    try:
+        resumed.restore(tmp_path / "checkpoint")
+        again = resumed.step()
+    finally:
+        resumed.close()
+    assert again["calls_trained"] == expected["calls_trained"]
+    for key in ("reward", "loss", "grad_norm"):
+        assert again[key] == pytest.approx(expected[key], abs=TOLERANCE), key
+
+
+def test_a_killed_rank_fails_the_step_with_the_way_to_resume(policy, calls):
+    import ray
+
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
+    ray.kill(group.ranks[1])
+    with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
+        group.update(calls, ADVANTAGES)
+    assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one

@@ -57,7 +57,7 @@ def test_three_steps_end_to_end_on_two_rollout_actors(config, tmp_path):
         assert all(m["episodes"] == 6 and m["calls_trained"] > 0 for m in steps)
         assert [m["step"] for m in history if "eval_reward" in m] == [0, 2, 3]
         assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [3, 3]
-        assert (tmp_path / "checkpoint" / "policy.safetensors").is_file()
+        assert (tmp_path / "checkpoint" / "learner" / "policy.safetensors").is_file()
     finally:
         trainer.close()
 

@@ -12,6 +12,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
 from memagent_graph.training.rollout.traces import TraceCall
+from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
 
 
 class LearnerConfig(BaseModel):
@@ -228,6 +230,32 @@ class TorchLearner:
         stats = self.backward(calls, advantages)
         stats["grad_norm"] = self._step()
         return stats
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The trainable weights (copies): what the rollout workers load."""
+        return trainable_weights(self.model)
+
+    def save(self, folder: str | Path) -> None:
+        """The trainable weights (``policy.safetensors``), the optimiser and the torch RNG (``trainer_state.pt``)."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file(self.weights(), str(folder / "policy.safetensors"))
+        state = {"optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state()}
+        torch.save(state, folder / "trainer_state.pt")
+
+    def load(self, folder: str | Path) -> None:
+        """Load what `save` wrote."""
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        if not (folder / "policy.safetensors").is_file():
+            raise ConfigError(f"{folder} holds no single-process learner checkpoint (no policy.safetensors)")
+        load_trainable_weights(self.model, load_file(str(folder / "policy.safetensors")))
+        state = torch.load(folder / "trainer_state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
 
     def _step(self) -> float:
         """Clip the accumulated gradient, take the optimiser step; return the gradient norm before clipping."""

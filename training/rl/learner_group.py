@@ -191,6 +191,10 @@ class LearnerGroup:
         import ray
 
         try:
+            waiting = list(pending)
+            while waiting:  # fail fast: the other ranks would wait in their next collective for the lost one
+                done, waiting = ray.wait(waiting, num_returns=1)
+                ray.get(done)
             return ray.get(pending)
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
             self.close()

@@ -25,12 +25,13 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
-from memagent_graph.training.rl.checkpoints import load_checkpoint, save_checkpoint
+from memagent_graph.training.rl.checkpoints import read_position, write_position
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import TorchLearner
+from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
-from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights, with_lora
+from memagent_graph.training.rollout.weights import with_lora
 from memagent_graph.training.rollout.worker import Episode
 from memagent_graph.training.rollout.worker_pool import WorkerPool
 
@@ -39,26 +40,15 @@ class Trainer:
     """Runs `RLConfig`: `fit` for the whole run, or `step` / `evaluate` / `save` / `restore` one at a time."""
 
     def __init__(self, config: RLConfig, *, log: Callable[[str], None] | None = None) -> None:
-        from transformers import AutoModelForCausalLM
-
         self.config, self.log = config, log or (lambda line: None)
         self.output_dir = Path(config.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.policy = self._policy_folder()
         self.tokenizer = HuggingFaceTokenizer(self.policy / "tokenizer.json")
         torch.manual_seed(config.seed)
-        model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
-        # the KL reference is the policy as training starts, frozen (before LoRA: the base weights)
-        reference = _frozen_copy(model) if config.learner.kl_coef > 0 else None
         lora = config.lora.model_dump() if config.lora else None
-        if lora is not None:
-            model = with_lora(model, **lora)
-        self.learner = TorchLearner(
-            model,
-            config=config.learner,
-            pad_id=model.config.pad_token_id or 0,
-            temperature=config.temperature,
-            reference=reference,
+        self.learner: TorchLearner | LearnerGroup = (
+            self._local_learner(lora) if config.learner.strategy == "single" else self._learner_group()
         )
         self.workers = WorkerPool(
             config.rollout_workers,
@@ -72,8 +62,37 @@ class Trainer:
             engine_options=config.rollout.engine_options,
         )
         self.step_index, self.position, self.version = 0, 0, 0
-        self.workers.sync(trainable_weights(model), self.version)
+        self.workers.sync(self.learner.weights(), self.version)
         self._tensorboard: Any = None
+
+    def _local_learner(self, lora: dict[str, Any] | None) -> TorchLearner:
+        """The learner in this process (``learner.strategy: single``)."""
+        from transformers import AutoModelForCausalLM
+
+        config = self.config
+        model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
+        # the KL reference is the policy as training starts, frozen (before LoRA: the base weights)
+        reference = _frozen_copy(model) if config.learner.kl_coef > 0 else None
+        if lora is not None:
+            model = with_lora(model, **lora)
+        return TorchLearner(
+            model,
+            config=config.learner,
+            pad_id=model.config.pad_token_id or 0,
+            temperature=config.temperature,
+            reference=reference,
+        )
+
+    def _learner_group(self) -> LearnerGroup:
+        """``learner.workers`` ranks on Ray (``learner.strategy: fsdp | ddp``)."""
+        config = self.config
+        unsupported = [name for name, used in (("lora", config.lora), ("warm_start", config.warm_start)) if used]
+        if unsupported:
+            raise ConfigError(
+                f"learner.strategy {config.learner.strategy} does not support {' or '.join(unsupported)} yet; "
+                "use learner.strategy: single (one process) for it"
+            )
+        return LearnerGroup(self.policy, config=config.learner, temperature=config.temperature, seed=config.seed)
 
     def _policy_folder(self) -> Path:
         if self.config.policy == "embedded":
@@ -154,7 +173,7 @@ class Trainer:
             log=self.log,
         )
         self.version += 1
-        self.workers.sync(trainable_weights(self.learner.model), self.version)
+        self.workers.sync(self.learner.weights(), self.version)
         return stats
 
     def step(self) -> dict[str, float]:
@@ -182,7 +201,7 @@ class Trainer:
         learn_s, sync_started = time.perf_counter() - learn_started, time.perf_counter()
         if calls:
             self.version += 1
-            self.workers.sync(trainable_weights(self.learner.model), self.version)
+            self.workers.sync(self.learner.weights(), self.version)
         sync_s = time.perf_counter() - sync_started
         if config.save_traces:
             scored = [
@@ -292,28 +311,33 @@ class Trainer:
             "workers": self.workers.sampling_states(),
             "config": self._checkpointed_config(),
         }
-        return save_checkpoint(folder, model=self.learner.model, optimizer=self.learner.optimizer, position=position)
+        folder = write_position(folder, position)
+        self.learner.save(folder / "learner")
+        return folder
 
     def restore(self, folder: str | Path) -> None:
-        """Load a checkpoint written by `save` (same policy and config, except ``steps`` and ``output_dir``)."""
-        weights, position = load_checkpoint(
-            folder, optimizer=self.learner.optimizer, config=self._checkpointed_config()
-        )
-        load_trainable_weights(self.learner.model, weights)
+        """Load a checkpoint written by `save` (same policy and config, except ``steps``, ``output_dir`` and
+        the learner's rank count: a sharded learner checkpoint is resharded onto this run's ranks)."""
+        position = read_position(folder, config=self._checkpointed_config())
+        self.learner.load(Path(folder) / "learner")
         self.step_index, self.position, self.version = (
             position["step"],
             position["data_position"],
             position["policy_version"],
         )
-        self.workers.sync(weights, self.version)
+        self.workers.sync(self.learner.weights(), self.version)
         self.workers.restore_sampling_states(position["workers"])
 
     def _checkpointed_config(self) -> dict[str, Any]:
-        return self.config.model_dump(mode="json", exclude={"steps", "output_dir"})
+        return self.config.model_dump(
+            mode="json", exclude={"steps": True, "output_dir": True, "learner": {"workers", "cpus_per_worker"}}
+        )
 
     def close(self) -> None:
-        """Stop the rollout workers and flush the logs."""
+        """Stop the rollout workers and the learner ranks, and flush the logs."""
         self.workers.close()
+        if isinstance(self.learner, LearnerGroup):
+            self.learner.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
 
