@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, pack, token_logprobs
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
-from memagent_graph.training.rollout.backends import Sampling, TransformersRollout
-from memagent_graph.training.rollout.traces import TraceRecorder
+from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
 
 QUESTIONS = ["What is the magic number?", "Name a colour.", "Who wrote it?", "Where is it?", "Why?"]
@@ -24,16 +24,7 @@ def rollout(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def calls(rollout):
-    recorder = TraceRecorder()
-    prompts = [rollout.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
-    generations = rollout.generate(prompts, Sampling(12, 1.0))
-    for index, (prompt, generation) in enumerate(zip(prompts, generations, strict=True)):
-        recorder.record(
-            episode_id=f"e{index}", group_id="g", node="update_memory", prompt_ids=prompt,
-            response_ids=generation.response_ids, logprobs=generation.logprobs,
-            finish_reason=generation.finish_reason, policy_version=0, latency_s=0.0, text="",
-        )  # fmt: skip
-    return recorder.calls
+    return sampled_calls(rollout, QUESTIONS)
 
 
 ADVANTAGES = [1.0, -0.5, 0.25, -1.0, 0.5]

@@ -9,14 +9,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
 from memagent_graph.training.rl.learner_group import LearnerGroup, LearnerRankError, split_calls
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rl.trainer import Trainer
-from memagent_graph.training.rollout.backends import Sampling, TransformersRollout
-from memagent_graph.training.rollout.traces import TraceRecorder
+from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.weights import trainable_weights
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -34,18 +34,7 @@ def policy(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def calls(policy):
-    rollout = TransformersRollout(str(policy), seed=3)
-    recorder = TraceRecorder()
-    prompts = [rollout.prompt_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
-    for index, (prompt, generation) in enumerate(
-        zip(prompts, rollout.generate(prompts, Sampling(12, 1.0)), strict=True)
-    ):
-        recorder.record(
-            episode_id=f"e{index}", group_id="g", node="update_memory", prompt_ids=prompt,
-            response_ids=generation.response_ids, logprobs=generation.logprobs,
-            finish_reason=generation.finish_reason, policy_version=0, latency_s=0.0, text="",
-        )  # fmt: skip
-    return recorder.calls
+    return sampled_calls(TransformersRollout(str(policy), seed=3), QUESTIONS)
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,9 @@ class LearnerConfig(BaseModel):
     the trainer's process."""
     strategy: Literal["single", "fsdp", "ddp"] = "single"
     """``fsdp``: FSDP2 shards the policy per decoder layer; ``ddp``: every rank holds all of it."""
-    cpus_per_worker: float = Field(1.0, gt=0)
-    """Ray CPUs each learner rank reserves."""
+    cpus_per_worker: float = Field(0.0, ge=0)
+    """Ray CPUs each learner rank reserves. Rollouts and learning take turns, so by default the ranks reserve
+    none and share the rollout actors' CPUs (a reservation the machine cannot meet would wait forever)."""
 
     @model_validator(mode="after")
     def _one_rank_learns_alone(self) -> LearnerConfig:
