@@ -71,6 +71,23 @@ def test_a_two_rank_step_equals_the_single_learners_step(policy, calls, single, 
         group.close()
 
 
+def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls):
+    model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
+    config = LearnerConfig(**{k: v for k, v in SETTINGS.items() if k != "cpus_per_worker"})
+    single = TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0).supervised(lr=3e-3)
+    expected = single.sft_update(calls), trainable_weights(model)
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
+    try:
+        stats = group.supervised(lr=3e-3).sft_update(calls)
+        weights = group.weights()
+    finally:
+        group.close()
+    assert stats["loss"] == pytest.approx(expected[0]["loss"], abs=TOLERANCE)
+    assert stats["grad_norm"] == pytest.approx(expected[0]["grad_norm"], abs=TOLERANCE)
+    for name, tensor in expected[1].items():
+        torch.testing.assert_close(weights[name], tensor, atol=TOLERANCE, rtol=0, msg=name)
+
+
 def test_a_sharded_checkpoint_of_two_ranks_resumes_onto_one(policy, calls, tmp_path):
     checkpoint = tmp_path / "learner"
     two = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))

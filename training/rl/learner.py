@@ -153,12 +153,6 @@ class TorchLearner:
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
-    def _micro_batches(self, calls: Sequence[TraceCall]) -> Iterator[tuple[int, Packed, torch.Tensor, torch.Tensor]]:
-        """Per micro-batch: its first row, its packed tensors, the temperature-scaled response logits and the
-        learner's log-probabilities of the response tokens (with grad)."""
-        for start in range(0, len(calls), self.config.micro_batch_size):
-            yield (start, *self._forward(calls[start : start + self.config.micro_batch_size]))
-
     def _forward(self, calls: Sequence[TraceCall]) -> tuple[Packed, torch.Tensor, torch.Tensor]:
         config = self.config
         self.model.train()
@@ -178,15 +172,10 @@ class TorchLearner:
         normalised by the whole step's tokens, and the stats are this rank's parts of the step's (they add up).
         """
         config = self.config
-        size = config.micro_batch_size
-        share = share or StepShare.whole(calls, micro_batch_size=size)
+        share = share or StepShare.whole(calls, micro_batch_size=config.micro_batch_size)
         total_tokens = share.total_tokens
         stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
-        for index in range(share.micro_batches):
-            start = index * size
-            rows, weight = list(calls[start : start + size]), 1.0
-            if not rows:  # this rank ran out: a zero-weight pass keeps it in every collective of the others
-                rows, weight = [share.filler], 0.0
+        for start, rows, weight in self._passes(calls, share):
             packed, logits, logprobs = self._forward(rows)
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
             row_advantages = advantages[start : start + len(rows)] if weight else [0.0]
@@ -214,16 +203,32 @@ class TorchLearner:
                 stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
         return stats
 
-    def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
-        """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out)."""
+    def _passes(self, calls: Sequence[TraceCall], share: StepShare) -> Iterator[tuple[int, list[TraceCall], float]]:
+        """Each micro-batch's first index, rows and weight; once this rank's calls are done, zero-weight passes
+        on the filler keep it in every collective of the busier ranks."""
+        size = self.config.micro_batch_size
+        for index in range(share.micro_batches):
+            rows = list(calls[index * size : (index + 1) * size])
+            yield (index * size, rows, 1.0) if rows else (index * size, [share.filler], 0.0)
+
+    def sft_update(self, calls: Sequence[TraceCall], *, share: StepShare | None = None) -> dict[str, float]:
+        """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out);
+        ``share`` as in `backward`."""
         self.optimizer.zero_grad(set_to_none=True)
-        total_tokens = float(sum(len(c.response_ids) for c in calls))
+        share = share or StepShare.whole(calls, micro_batch_size=self.config.micro_batch_size)
         loss_sum = 0.0
-        for _, packed, _, logprobs in self._micro_batches(calls):
-            loss = -(logprobs * packed.response_mask).sum() / total_tokens
-            loss.backward()
-            loss_sum += float(loss.detach())
-        return {"loss": loss_sum, "tokens": total_tokens, "grad_norm": self._step()}
+        for _, rows, weight in self._passes(calls, share):
+            packed, _, logprobs = self._forward(rows)
+            loss = -(logprobs * packed.response_mask).sum() / share.total_tokens
+            (loss * (weight * share.ranks)).backward()
+            loss_sum += float(loss.detach()) * weight
+        return {"loss": loss_sum, "tokens": share.total_tokens, "grad_norm": self._step()}
+
+    def supervised(self, *, lr: float) -> TorchLearner:
+        """A learner for supervised steps on this one's policy: its own optimiser at ``lr``, no KL, temperature 1
+        (imitation fits the policy's own distribution, whatever the rollouts sample at)."""
+        config = self.config.model_copy(update={"lr": lr, "kl_coef": 0.0})
+        return TorchLearner(self.model, config=config, pad_id=self.pad_id, temperature=1.0)
 
     def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
         """One optimiser step from ``calls`` (one advantage per call); returns loss, grad norm and stats."""

@@ -54,6 +54,7 @@ class LearnerRank:
         self.rank, self.world_size, self.policy = rank, world_size, policy
         self.config, self.temperature, self.seed = LearnerConfig.model_validate(config), temperature, seed
         self.learner: TorchLearner | None = None
+        self._supervised: TorchLearner | None = None
         self._trainable: list[str] = []
 
     def address(self) -> tuple[str, int]:
@@ -122,6 +123,34 @@ class LearnerRank:
         stats.update(zip(_STATS, summed.tolist(), strict=True))
         stats["grad_norm"] = self.learner._step()
         return stats
+
+    def _share(self, calls: Sequence[TraceCall]) -> tuple[range, StepShare]:
+        """This rank's indices of ``calls`` and its `StepShare` of the step."""
+        parts = split_calls(len(calls), self.world_size)
+        share = StepShare(
+            total_tokens=float(sum(len(c.response_ids) for c in calls)),
+            total_calls=len(calls),
+            micro_batches=max(math.ceil(len(part) / self.config.micro_batch_size) for part in parts),
+            ranks=self.world_size,
+            filler=calls[0],
+        )
+        return parts[self.rank], share
+
+    def start_supervised(self, lr: float) -> None:
+        """Build the supervised learner (its own optimiser at ``lr``) that `sft_update` steps."""
+        assert self.learner is not None, "setup() first"
+        self._supervised = self.learner.supervised(lr=lr)
+
+    def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
+        """One supervised step on this rank's part of ``calls``; the step's loss (summed over ranks)."""
+        import torch.distributed as dist
+
+        mine, share = self._share(calls)
+        assert self._supervised is not None, "start_supervised() first"
+        stats = self._supervised.sft_update([calls[i] for i in mine], share=share)
+        loss = torch.tensor([stats["loss"]], dtype=torch.float64)
+        dist.all_reduce(loss)
+        return {**stats, "loss": float(loss)}
 
     def full_weights(self) -> dict[str, torch.Tensor]:
         """The trainable weights, whole, on rank 0 (every rank must call: it is a collective); {} elsewhere."""
@@ -210,6 +239,11 @@ class LearnerGroup:
         calls_ref, advantages_ref = ray.put(list(calls)), ray.put(list(advantages))
         return self._all([rank.update.remote(calls_ref, advantages_ref) for rank in self.ranks])[0]
 
+    def supervised(self, *, lr: float) -> _GroupSupervised:
+        """Supervised steps on the group's policy (`TorchLearner.supervised` on every rank)."""
+        self._all([rank.start_supervised.remote(lr) for rank in self.ranks])
+        return _GroupSupervised(self)
+
     def weights(self) -> dict[str, torch.Tensor]:
         """The trainable weights, whole (gathered from the shards): what the rollout workers load."""
         return self._all([rank.full_weights.remote() for rank in self.ranks])[0]
@@ -231,3 +265,16 @@ class LearnerGroup:
         for rank in self.ranks:
             ray.kill(rank)
         self.ranks = []
+
+
+class _GroupSupervised:
+    """The group as a `SupervisedLearner` (what `sft.fine_tune` steps)."""
+
+    def __init__(self, group: LearnerGroup) -> None:
+        self.group = group
+
+    def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
+        import ray
+
+        calls_ref = ray.put(list(calls))
+        return self.group._all([rank.sft_update.remote(calls_ref) for rank in self.group.ranks])[0]

@@ -86,11 +86,10 @@ class Trainer:
     def _learner_group(self) -> LearnerGroup:
         """``learner.workers`` ranks on Ray (``learner.strategy: fsdp | ddp``)."""
         config = self.config
-        unsupported = [name for name, used in (("lora", config.lora), ("warm_start", config.warm_start)) if used]
-        if unsupported:
+        if config.lora is not None:
             raise ConfigError(
-                f"learner.strategy {config.learner.strategy} does not support {' or '.join(unsupported)} yet; "
-                "use learner.strategy: single (one process) for it"
+                f"learner.strategy {config.learner.strategy} does not support lora yet; "
+                "use learner.strategy: single (one process) for LoRA"
             )
         return LearnerGroup(self.policy, config=config.learner, temperature=config.temperature, seed=config.seed)
 
@@ -148,22 +147,16 @@ class Trainer:
         """Supervised fine-tuning on a teacher's verified traces (`WarmStart`) before RL; returns its stats."""
         from transformers import AutoTokenizer
 
-        from memagent_graph.training.rollout.backends import TransformersRollout
+        from memagent_graph.training.rollout.backends import ChatTokens
         from memagent_graph.training.sft.warm_start import warm_start
 
         settings = self.config.warm_start
         if settings is None or settings.steps == 0:
             return {}
-        sft = TorchLearner(
-            self.learner.model,
-            config=self.config.learner.model_copy(update={"lr": settings.lr, "kl_coef": 0.0}),
-            pad_id=self.learner.pad_id,
-            temperature=1.0,  # imitation fits the policy's own distribution, whatever the rollouts sample at
-        )
         stats = warm_start(
             settings,
-            learner=sft,
-            policy_tokens=TransformersRollout(self.learner.model, AutoTokenizer.from_pretrained(str(self.policy))),
+            learner=self.learner.supervised(lr=settings.lr),
+            policy_tokens=ChatTokens(AutoTokenizer.from_pretrained(str(self.policy))),
             tokenizer=self.tokenizer,
             tasks=self.tasks(10_000_000, settings.tasks),  # far past any RL step's tasks
             reading=self.config.reading(),

@@ -53,7 +53,11 @@ class RolloutBackend(Protocol):
 class ChatTokens:
     """The tokenizer side shared by every backend: chat template, decoding, a teacher's text as tokens."""
 
-    tokenizer: Any
+    policy_version = 0
+    """A tokens-only backend (a teacher's, which writes its replies) never holds the policy's weights."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
