@@ -1,6 +1,5 @@
-"""The learner across processes: N Ray actors form one ``torch.distributed`` group (``gloo`` on CPU, ``nccl`` on
-GPU, rank 0's address from Ray) and hold the policy sharded by FSDP2 (per decoder layer, then the root) or
-replicated by DDP.
+"""The learner across processes: N Ray actors form one ``torch.distributed`` group (``gloo``, on CPU; rank 0's
+address from Ray) and hold the policy sharded by FSDP2 (per decoder layer, then the root) or replicated by DDP.
 
 A step's calls are split into contiguous parts, one per rank; every rank normalises its loss by the *whole*
 step's token count and runs as many micro-batches as the busiest rank (zero-weight passes keep it in every
@@ -72,8 +71,8 @@ class LearnerRank:
         from transformers import AutoModelForCausalLM
 
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, rank=self.rank, world_size=self.world_size)
+        # gloo: the ranks hold the policy on CPU (GPU ranks, nccl and device placement are not built yet)
+        dist.init_process_group("gloo", rank=self.rank, world_size=self.world_size)
         torch.manual_seed(self.seed)
         model = AutoModelForCausalLM.from_pretrained(self.policy, dtype=torch.float32, local_files_only=True)
         self._trainable = [name for name, p in model.named_parameters() if p.requires_grad]
