@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from memagent_graph.integrations.cli import main
 from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.rl.config import RLConfig
@@ -25,6 +26,16 @@ QUESTIONS = ["What is the magic number?", "Name a colour.", "Who wrote it?", "Wh
 ADVANTAGES = [1.0, -0.5, 0.25, -1.0, 0.5]
 TOLERANCE = 1e-5  # fp32; the ranks sum the same terms in another order
 SETTINGS = {"lr": 1e-2, "micro_batch_size": 2, "cpus_per_worker": 0.5}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One local Ray cluster for this module, shut down after it (the next module starts its own)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +117,8 @@ def test_a_sharded_checkpoint_of_two_ranks_resumes_onto_one(policy, calls, tmp_p
         one.close()
 
 
-def _run(policy, folder, *, workers: int) -> RLConfig:
-    learner = {**SETTINGS, "lr": 1e-3, "workers": workers, "strategy": "fsdp"}
+def _run(policy, folder, *, workers: int, strategy: str = "fsdp") -> RLConfig:
+    learner = {**SETTINGS, "lr": 1e-3, "workers": workers, "strategy": strategy}
     return RLConfig.model_validate(
         {
             "policy": str(policy), "prompts": "tiny", "chunk_tokens": 128, "memory_tokens": 12, "answer_tokens": 8,
@@ -125,7 +136,7 @@ def parity_reward():
     del REWARDS["test_length_parity"]
 
 
-def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_onto_one_rank(policy, parity_reward, tmp_path):
+def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_in_one_process(policy, parity_reward, tmp_path):
     trainer = Trainer(_run(policy, tmp_path / "two", workers=2))
     try:
         first = trainer.step()
@@ -134,13 +145,16 @@ def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_onto_one_rank(po
         for name, tensor in trainer.learner.weights().items():
             assert torch.equal(rollout[name], tensor), name
         trainer.save(tmp_path / "checkpoint")
+        saved = trainer.learner.weights()
         expected = trainer.step()
     finally:
         trainer.close()
     assert first["calls_trained"] > 0 and first["policy_version"] == 1
-    resumed = Trainer(_run(policy, tmp_path / "one", workers=1))
+    resumed = Trainer(_run(policy, tmp_path / "one", workers=1, strategy="single"))
     try:
         resumed.restore(tmp_path / "checkpoint")
+        for name, tensor in resumed.learner.weights().items():
+            torch.testing.assert_close(tensor, saved[name], atol=0, rtol=0, msg=name)
         again = resumed.step()
     finally:
         resumed.close()
@@ -157,3 +171,19 @@ def test_a_killed_rank_fails_the_step_with_the_way_to_resume(policy, calls):
     with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
         group.update(calls, ADVANTAGES)
     assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one
+
+
+def test_export_writes_a_sharded_checkpoints_policy_as_a_hugging_face_folder(policy, parity_reward, tmp_path):
+    trainer = Trainer(_run(policy, tmp_path / "run", workers=2))
+    try:
+        trainer.step()
+        trainer.save(tmp_path / "run" / "checkpoint")
+        expected = trainer.learner.weights()
+    finally:
+        trainer.close()
+    checkpoint, output = tmp_path / "run" / "checkpoint", tmp_path / "hf"
+    assert main(["train", "export", "--checkpoint", str(checkpoint), "--output", str(output)]) == 0
+    exported = AutoModelForCausalLM.from_pretrained(str(output), local_files_only=True)
+    for name, tensor in trainable_weights(exported).items():
+        torch.testing.assert_close(tensor, expected[name], atol=0, rtol=0, msg=name)
+    assert (output / "tokenizer.json").is_file()

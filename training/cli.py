@@ -1,4 +1,5 @@
-"""`memagent train rl --config FILE` and `memagent train sft --traces FILE`: the trainer from the command line."""
+"""`memagent train rl --config FILE`, `memagent train sft --traces FILE` and `memagent train export`: the trainer
+from the command line."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ def add_train_commands(commands: argparse._SubParsersAction) -> None:
     rl.add_argument("--config", required=True, help="YAML file of RLConfig settings (see examples/train_tiny.yaml)")
     rl.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
     rl.add_argument("--output-dir", help="write the run here instead of the config's output_dir")
+    export = kinds.add_parser("export", help="write a training checkpoint's policy as a Hugging Face folder")
+    export.add_argument("--checkpoint", required=True, help="a run's checkpoint folder (OUTPUT_DIR/checkpoint)")
+    export.add_argument("--output", required=True, help="folder for the model (safetensors, config, tokenizer)")
+    export.add_argument("--policy", help="the model folder the run started from (default: from the checkpoint)")
     sft = kinds.add_parser("sft", help="supervised fine-tuning on rewarded traces (rejection sampling)")
     sft.add_argument("--traces", required=True, help="scored traces (.jsonl or .parquet), e.g. from save_traces")
     sft.add_argument("--policy", required=True, help="the Hugging Face model folder the traces were tokenized for")
@@ -29,7 +34,16 @@ def add_train_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_train_command(args: argparse.Namespace) -> int:
     """Dispatch ``memagent train ...``."""
-    return {"rl": _train_rl, "sft": _train_sft}[args.train_command](args)
+    return {"rl": _train_rl, "sft": _train_sft, "export": _export}[args.train_command](args)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from memagent_graph.training.rl.checkpoints import export_model, read_policy
+
+    checkpoint = Path(args.checkpoint)
+    policy = Path(args.policy) if args.policy else read_policy(checkpoint)
+    print(f"exported {export_model(checkpoint, args.output, policy=policy)}", flush=True)
+    return 0
 
 
 def _train_rl(args: argparse.Namespace) -> int:

@@ -252,10 +252,15 @@ class TorchLearner:
         torch.save(state, folder / "trainer_state.pt")
 
     def load(self, folder: str | Path) -> None:
-        """Load what `save` wrote."""
+        """Load what `save` wrote, or a `LearnerGroup`'s sharded checkpoint (gathered whole)."""
         from safetensors.torch import load_file
 
+        from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded
+
         folder = Path(folder)
+        if is_sharded(folder):
+            load_sharded(folder, self.model, self.optimizer)
+            return
         if not (folder / "policy.safetensors").is_file():
             raise ConfigError(f"{folder} holds no single-process learner checkpoint (no policy.safetensors)")
         load_trainable_weights(self.model, load_file(str(folder / "policy.safetensors")))

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from memagent_graph.errors import ConfigError, MemAgentError
+from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
 from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner
 from memagent_graph.training.rollout.traces import TraceCall
 
@@ -162,32 +163,13 @@ class LearnerRank:
 
     def save(self, folder: str) -> None:
         """Write this rank's shards of the policy and optimiser, and its RNG state."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-
         assert self.learner is not None, "setup() first"
-        model, optimizer = get_state_dict(self.learner.model, self.learner.optimizer)
-        dcp.save({"model": model, "optimizer": optimizer}, checkpoint_id=folder)
-        torch.save(torch.get_rng_state(), Path(folder) / f"rng-{self.rank}.pt")
+        save_sharded(folder, self.learner.model, self.learner.optimizer, rank=self.rank)
 
     def load(self, folder: str) -> None:
         """Load a checkpoint written by `save` from any number of ranks (resharded onto these)."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
         assert self.learner is not None, "setup() first"
-        model, optimizer = get_state_dict(self.learner.model, self.learner.optimizer)
-        state = {"model": model, "optimizer": optimizer}
-        dcp.load(state, checkpoint_id=folder)
-        set_state_dict(
-            self.learner.model,
-            self.learner.optimizer,
-            model_state_dict=state["model"],
-            optim_state_dict=state["optimizer"],
-        )
-        rng = Path(folder) / f"rng-{self.rank}.pt"
-        if rng.is_file():  # a rank the writing group did not have keeps its own
-            torch.set_rng_state(torch.load(rng, weights_only=False))
+        load_sharded(folder, self.learner.model, self.learner.optimizer, rank=self.rank)
 
     def close(self) -> None:
         """Leave the process group."""
@@ -253,7 +235,7 @@ class LearnerGroup:
 
     def load(self, folder: str | Path) -> None:
         """Load a checkpoint written by a group of any size."""
-        if not (Path(folder) / ".metadata").is_file():
+        if not is_sharded(folder):
             raise ConfigError(f"{folder} holds no sharded learner checkpoint (no .metadata)")
         self._all([rank.load.remote(str(folder)) for rank in self.ranks])
 

@@ -323,7 +323,8 @@ class Trainer:
 
     def _checkpointed_config(self) -> dict[str, Any]:
         return self.config.model_dump(
-            mode="json", exclude={"steps": True, "output_dir": True, "learner": {"workers", "cpus_per_worker"}}
+            mode="json",
+            exclude={"steps": True, "output_dir": True, "learner": {"workers", "strategy", "cpus_per_worker"}},
         )
 
     def close(self) -> None:
