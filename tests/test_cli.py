@@ -6,7 +6,6 @@ and captured output; one test runs the command as a subprocess (``python -m``), 
 
 import io
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -22,12 +21,10 @@ SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "
 
 
 @pytest.fixture
-def memagent(capsys, monkeypatch):
+def memagent(capsys, monkeypatch, restore_logging):
     """Run ``memagent ARGS`` in this process; returns its exit code, stdout and stderr."""
     for name in [k for k in os.environ if k.startswith(("MEMAGENT_", "OPENAI_"))]:
         monkeypatch.delenv(name)
-    loggers = [logging.getLogger(name) for name in ("memagent", "memagent_graph")]
-    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
 
     def run(*args, stdin=None, env_extra=None):
         for name, value in (env_extra or {}).items():
@@ -37,9 +34,7 @@ def memagent(capsys, monkeypatch):
         out = capsys.readouterr()
         return subprocess.CompletedProcess(list(args), code, out.out, out.err)
 
-    yield run
-    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -30,12 +30,16 @@ SETTINGS = {"lr": 1e-2, "micro_batch_size": 2, "cpus_per_worker": 0.5}
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    """One local Ray cluster for this module, shut down after it (the next module starts its own)."""
+    """One local Ray cluster for this module, shut down after it (the next module starts its own). Token
+    authentication off, as `test_ray_batch` runs it: a process that started Ray with it cannot start Ray
+    without it later."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_MODE", "disabled")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +177,7 @@ def test_a_killed_rank_fails_the_step_with_the_way_to_resume(policy, calls):
     assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one
 
 
+@pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
 def test_export_writes_a_sharded_checkpoints_policy_as_a_hugging_face_folder(policy, parity_reward, tmp_path):
     trainer = Trainer(_run(policy, tmp_path / "run", workers=2))
     try:
