@@ -86,6 +86,24 @@ def test_a_two_rank_step_equals_the_single_learners_step(policy, calls, single, 
         group.close()
 
 
+def test_bfloat16_mixed_precision_keeps_the_step_close_to_the_float32_one(policy, calls, single):
+    config = LearnerConfig(**SETTINGS, workers=2, strategy="fsdp", param_dtype="bfloat16")
+    group = LearnerGroup(policy, config=config)
+    try:
+        stats = group.update(calls, ADVANTAGES)
+    finally:
+        group.close()
+    expected = single[0]
+    assert stats["loss"] == pytest.approx(expected["loss"], abs=0.02)  # bf16 rounding, not a different step
+    assert stats["grad_norm"] == pytest.approx(expected["grad_norm"], rel=0.05)
+    assert stats["loss"] != expected["loss"]  # it did compute in bfloat16
+
+
+def test_mixed_precision_without_fsdp_is_refused():
+    with pytest.raises(ValueError, match="FSDP2's mixed precision"):
+        LearnerConfig(workers=2, strategy="ddp", param_dtype="bfloat16")
+
+
 def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls):
     model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
     config = LearnerConfig(**{k: v for k, v in SETTINGS.items() if k != "cpus_per_worker"})

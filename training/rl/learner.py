@@ -44,6 +44,9 @@ class LearnerConfig(BaseModel):
     the trainer's process."""
     strategy: Literal["single", "fsdp", "ddp"] = "single"
     """``fsdp``: FSDP2 shards the policy per decoder layer; ``ddp``: every rank holds all of it."""
+    param_dtype: Literal["float32", "bfloat16"] = "float32"
+    """FSDP2 mixed precision (``strategy: fsdp``): bfloat16 gathers, forward and backward; gradients are
+    reduced and the optimiser steps in float32."""
     cpus_per_worker: float = Field(0.0, ge=0)
     """Ray CPUs each learner rank reserves. Rollouts and learning take turns, so by default the ranks reserve
     none and share the rollout actors' CPUs (a reservation the machine cannot meet would wait forever)."""
@@ -52,6 +55,8 @@ class LearnerConfig(BaseModel):
     def _one_rank_learns_alone(self) -> LearnerConfig:
         if self.strategy == "single" and self.workers > 1:
             raise ValueError(f"workers: {self.workers} needs strategy fsdp or ddp (single is one process)")
+        if self.param_dtype != "float32" and self.strategy != "fsdp":
+            raise ValueError(f"param_dtype {self.param_dtype} is FSDP2's mixed precision: use strategy fsdp")
         return self
 
 

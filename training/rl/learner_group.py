@@ -93,12 +93,15 @@ class LearnerRank:
             from torch.nn.parallel import DistributedDataParallel
 
             return DistributedDataParallel(model)
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+        precision = MixedPrecisionPolicy(
+            param_dtype=getattr(torch, self.config.param_dtype), reduce_dtype=torch.float32
+        )
         for module in model.modules():  # one FSDP unit per decoder layer: all-gathered one at a time
             if type(module).__name__.endswith("DecoderLayer"):
-                fully_shard(module)
-        fully_shard(model)
+                fully_shard(module, mp_policy=precision)
+        fully_shard(model, mp_policy=precision)
         return model
 
     def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
