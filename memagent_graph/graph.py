@@ -52,10 +52,11 @@ def build_memagent_graph(
             f"lockstep reading supports memory_policy='generate' only, not {config.memory_policy!r}; "
             "ask the questions one at a time (MemAgent.batch) or use memory_policy='generate'"
         )
-    questions = MANY_QUESTIONS if many_questions else ONE_QUESTION
     if many_questions:
+        questions = MANY_QUESTIONS
         builder = StateGraph(LockstepState, context_schema=RunSettings, input_schema=LockstepInput)
     else:
+        questions = ONE_QUESTION
         builder = StateGraph(
             MemAgentState, context_schema=RunSettings, input_schema=InputState, output_schema=OutputState
         )

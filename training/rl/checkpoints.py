@@ -8,7 +8,6 @@ plain Hugging Face folder from either."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +109,4 @@ def export_model(checkpoint: str | Path, output: str | Path, *, policy: str | Pa
     output = Path(output)
     model.save_pretrained(str(output))
     AutoTokenizer.from_pretrained(str(policy), local_files_only=True).save_pretrained(str(output))
-    for extra in ("generation_config.json",):
-        if (Path(policy) / extra).is_file() and not (output / extra).is_file():
-            shutil.copy(Path(policy) / extra, output / extra)
     return output

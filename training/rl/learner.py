@@ -9,6 +9,7 @@ micro-batches never changes the gradient.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -292,3 +293,10 @@ def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     scaled = logits / (temperature if temperature > 0 else 1.0)
     return torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1)
+
+
+def frozen_copy(model: Any) -> Any:
+    """A copy of ``model`` in eval mode with no trainable weights (the KL penalty's reference policy)."""
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference

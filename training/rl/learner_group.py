@@ -10,7 +10,6 @@ workers; checkpoints are sharded (``torch.distributed.checkpoint``), one file se
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import socket
@@ -22,7 +21,7 @@ import torch
 
 from memagent_graph.errors import ConfigError, MemAgentError
 from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
-from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner
+from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy
 from memagent_graph.training.rollout.traces import TraceCall
 
 _STATS = ("loss", "clip_fraction", "kl", "entropy")
@@ -79,7 +78,7 @@ class LearnerRank:
         self._trainable = [name for name, p in model.named_parameters() if p.requires_grad]
         reference = None
         if self.config.kl_coef > 0:  # the policy as training starts, frozen, whole on every rank
-            reference = copy.deepcopy(model).eval().requires_grad_(False)
+            reference = frozen_copy(model)
         self.learner = TorchLearner(
             self._wrap(model),
             config=self.config,
@@ -203,12 +202,13 @@ class LearnerGroup:
     def _all(self, pending: list[Any]) -> list[Any]:
         import ray
 
+        results: dict[Any, Any] = {}
         try:
             waiting = list(pending)
             while waiting:  # fail fast: the other ranks would wait in their next collective for the lost one
-                done, waiting = ray.wait(waiting, num_returns=1)
-                ray.get(done)
-            return ray.get(pending)
+                [done], waiting = ray.wait(waiting, num_returns=1)
+                results[done] = ray.get(done)
+            return [results[ref] for ref in pending]
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
             self.close()
             raise LearnerRankError(

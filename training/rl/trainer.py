@@ -11,7 +11,6 @@ weights (safetensors), optimiser, RNG, sampling counters and the data position, 
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
 from memagent_graph.training.rl.checkpoints import read_position, write_position
 from memagent_graph.training.rl.config import RLConfig
-from memagent_graph.training.rl.learner import TorchLearner
+from memagent_graph.training.rl.learner import TorchLearner, frozen_copy
 from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
@@ -72,7 +71,7 @@ class Trainer:
         config = self.config
         model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
         # the KL reference is the policy as training starts, frozen (before LoRA: the base weights)
-        reference = _frozen_copy(model) if config.learner.kl_coef > 0 else None
+        reference = frozen_copy(model) if config.learner.kl_coef > 0 else None
         if lora is not None:
             model = with_lora(model, **lora)
         return TorchLearner(
@@ -334,10 +333,3 @@ class Trainer:
             self.learner.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
-
-
-def _frozen_copy(model: Any) -> Any:
-    """A copy of ``model`` in eval mode with no trainable weights (the KL penalty's reference policy)."""
-    reference = copy.deepcopy(model).eval()
-    reference.requires_grad_(False)
-    return reference
