@@ -61,3 +61,17 @@ def restore_logging():
     yield
     for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
         lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray cluster of 2 CPUs for one test module, shut down after it (the next module starts its own).
+    Token authentication off in every module that uses it, as `test_ray_batch` runs it: a process that started
+    Ray with authentication cannot start Ray without it later."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_AUTH_MODE", "disabled")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield ray
+        ray.shutdown()

@@ -105,3 +105,9 @@ def test_rollout_and_learner_weights_are_identical_after_a_sync(rollout, calls):
     load_trainable_weights(target.model, trainable_weights(learner.model))
     for name, tensor in learner.model.state_dict().items():
         assert torch.equal(target.model.state_dict()[name], tensor), name
+
+
+def test_the_logprob_gap_is_zero_on_the_rollouts_own_policy_and_shows_a_stale_one(rollout, calls):
+    assert _learner(rollout).backward(calls, ADVANTAGES)["logprob_gap"] < 1e-4
+    stale = [c.model_copy(update={"logprobs": [lp - 0.5 for lp in c.logprobs]}) for c in calls]
+    assert _learner(rollout).backward(stale, ADVANTAGES)["logprob_gap"] == pytest.approx(0.5, abs=1e-4)

@@ -16,15 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def config(tmp_path_factory, ray_cluster):
+def config(tmp_path_factory, local_ray):
     register_reward("test_parity")(lambda reply, golds: float(len(reply) % 2))
     policy = build_tiny_policy(tmp_path_factory.mktemp("policy"), seed=0, hidden_size=32)
     yield RLConfig(

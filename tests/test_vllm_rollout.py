@@ -1,7 +1,8 @@
 """The vLLM rollout backend (`VLLMRollout`) on the CPU build of vLLM, against the learner's transformers model.
 
 vLLM lives in its own environment (`memagent vllm setup`), so the checks run there (`vllm_rollout_checks.py`,
-one engine for all of them) on a tiny Qwen2 built here, with this package importable through a tree of links.
+one engine for all of them) on a tiny Qwen2 built here, with this package importable through a tree of links
+(`package_links`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import memagent_graph
-from memagent_graph.integrations.models.vllm_server import vllm_cpu_environment, vllm_python
+from memagent_graph.integrations.models.vllm_environment import package_links, vllm_cpu_environment, vllm_python
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -21,24 +21,11 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 CHECKS = Path(__file__).with_name("vllm_rollout_checks.py")
 
 
-def importable_package(folder: Path) -> Path:
-    """A folder holding ``memagent_graph`` with its mapped subpackages, for another environment's sys.path."""
-    from memagent_graph import integrations, nodes, training
-
-    package = folder / "memagent_graph"
-    package.mkdir(parents=True)
-    for entry in Path(memagent_graph.__path__[0]).iterdir():
-        (package / entry.name).symlink_to(entry)
-    for sub in (training, nodes, integrations):
-        (package / sub.__name__.rsplit(".", 1)[1]).symlink_to(Path(sub.__path__[0]))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def checks(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("vllm-rollout")
     policy = build_tiny_policy(folder / "policy", seed=0, hidden_size=128)
-    env = {**vllm_cpu_environment(), "PYTHONPATH": str(importable_package(folder / "site"))}
+    env = {**vllm_cpu_environment(), "PYTHONPATH": str(package_links(folder / "site"))}
     done = subprocess.run(
         [str(vllm_python()), str(CHECKS), str(policy)], env=env, capture_output=True, text=True, timeout=600
     )

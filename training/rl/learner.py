@@ -181,6 +181,7 @@ class TorchLearner:
         share = share or StepShare.whole(calls, micro_batch_size=config.micro_batch_size)
         total_tokens = share.total_tokens
         stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
+        stats["logprob_gap"] = 0.0  # the largest |learner - rollout| log-prob of a sampled token, before the step
         for start, rows, weight in self._passes(calls, share):
             packed, logits, logprobs = self._forward(rows)
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
@@ -207,6 +208,8 @@ class TorchLearner:
             with torch.no_grad():
                 entropy = entropy_from_logits(logits.detach())
                 stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
+                gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask).max())
+                stats["logprob_gap"] = max(stats["logprob_gap"], gap)
         return stats
 
     def _passes(self, calls: Sequence[TraceCall], share: StepShare) -> Iterator[tuple[int, list[TraceCall], float]]:

@@ -123,6 +123,9 @@ class LearnerRank:
         summed = torch.tensor([stats[key] for key in _STATS], dtype=torch.float64)
         dist.all_reduce(summed)
         stats.update(zip(_STATS, summed.tolist(), strict=True))
+        gap = torch.tensor([stats["logprob_gap"]], dtype=torch.float64)
+        dist.all_reduce(gap, op=dist.ReduceOp.MAX)
+        stats["logprob_gap"] = float(gap)
         stats["grad_norm"] = self.learner._step()
         return stats
 

@@ -12,8 +12,9 @@ them in place (``reload_weights``: mapped onto vLLM's fused layers, repacked for
 cache is reset, since cached keys and values were computed by the old weights. (At the scale of a GPU
 cluster, vLLM's NCCL weight transfer would carry the payload instead; the contract stays the same.)
 
-vLLM reads its CPU settings from the environment (`integrations.vllm_server.vllm_cpu_environment`); on this
-project's CPU machines vLLM lives in its own virtual environment (`memagent vllm setup`).
+vLLM reads its CPU settings from the environment (`integrations.models.vllm_environment.vllm_cpu_settings`); on
+this project's CPU machines vLLM lives in its own virtual environment (`memagent vllm setup`), and the Ray
+rollout workers run from there (`WorkerPool`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class VLLMRollout(ChatTokens):
             from vllm import LLM
         except ImportError:
             raise ConfigError(
-                "the vLLM rollout backend needs vLLM in this environment: `pip install vllm` on GPU machines"
+                "the vLLM rollout backend needs vLLM in this environment (`pip install vllm` on GPU machines), "
+                "or Ray rollout workers (`ray: true`) that run from `memagent vllm setup`'s environment"
             ) from None
         self.llm = LLM(
             model=str(model),

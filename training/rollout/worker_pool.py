@@ -5,12 +5,18 @@ that dies mid-step (its actor process killed, out of memory…) is replaced by a
 weights, and its episodes are read again; the step completes. (Ray's own ``max_restarts`` would re-create the
 actor with its *initial* weights and retry the call before we could send the current ones, so the restart is
 done here.) Weights travel once through the object store (`ray.put`) and every actor loads the same copy.
+
+The vLLM backend on a machine whose environment has no vLLM (CPU machines: vLLM lives in `memagent vllm
+setup`'s environment) runs its actors on that environment's Python (`vllm_ray_runtime_env`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from memagent_graph.errors import ConfigError
@@ -30,13 +36,24 @@ class WorkerPool:
         self.restarts = 0
         self._weights: Any = None
         self._version = 0
+        self._links: tempfile.TemporaryDirectory[str] | None = None
         if use_ray:
             import ray
 
             if not ray.is_initialized():
                 ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-            self._actor_class = ray.remote(num_cpus=1, num_gpus=gpus)(RolloutWorker)
+            environment = self._vllm_environment()
+            self._actor_class = ray.remote(num_cpus=1, num_gpus=gpus, **environment)(RolloutWorker)
         self.workers = [self._start(rank) for rank in range(count)]
+
+    def _vllm_environment(self) -> dict[str, Any]:
+        """The actor options that run the vLLM backend from vLLM's own environment, when this one lacks vLLM."""
+        if self.options.get("backend") != "vllm" or importlib.util.find_spec("vllm") is not None:
+            return {}
+        from memagent_graph.integrations.models.vllm_environment import vllm_ray_runtime_env
+
+        self._links = tempfile.TemporaryDirectory(prefix="memagent-package-")
+        return {"runtime_env": vllm_ray_runtime_env(Path(self._links.name))}
 
     def _start(self, rank: int) -> Any:
         options = {**self.options, "seed": self.seed + rank * _SEED_STRIDE}
@@ -115,3 +132,5 @@ class WorkerPool:
             for worker in self.workers:
                 ray.kill(worker)
         self.workers = []
+        if self._links is not None:
+            self._links.cleanup()
