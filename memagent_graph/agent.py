@@ -34,7 +34,15 @@ from memagent_graph.errors import (
 )
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.nodes.read_checks import ReadChecks
-from memagent_graph.state import EMPTY_USAGE, MemAgentResult, RunSettings, StepRecord, UnfinishedRead, Usage
+from memagent_graph.state import (
+    EMPTY_USAGE,
+    MemAgentResult,
+    RunSettings,
+    Source,
+    StepRecord,
+    UnfinishedRead,
+    Usage,
+)
 
 Document = DocumentSource | str
 """A `DocumentSource`, or the id of a document already in the agent's registry."""
@@ -80,6 +88,16 @@ class MemAgent:
         """Register ``document`` and return it chunked with this agent's tokenizer and chunk size."""
         doc_id = document if isinstance(document, str) else self.documents.add(document)
         return self.documents.chunked(doc_id, self.tokenizer, self.config.chunk_tokens)
+
+    def passage(self, source: Source, *, context_chars: int = 0) -> tuple[str, int]:
+        """The document text of a citation ``source`` with up to ``context_chars`` on each side (within its
+        chunk), and where that text starts in its part: ``(text, start_index)``. The document must still be
+        registered (a one-off source is, until the agent discards it)."""
+        chunked = self.documents.chunked(source["doc_id"], self.tokenizer, self.config.chunk_tokens)
+        text, origin = chunked.chunk_text(source["chunk"]), chunked.chunk_origin(source["chunk"])
+        start = max(source["start"] - origin.char - context_chars, 0)
+        end = min(source["end"] - origin.char + context_chars, len(text))
+        return text[start:end], origin.char + start
 
     def _prepare(
         self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None
@@ -395,6 +413,8 @@ class _RunRecord:
             usage=self.values.get("usage", EMPTY_USAGE),
             elapsed_s=round(time.perf_counter() - started, 4),
             thread_id=config["configurable"]["thread_id"],
+            citations=self.values.get("citations", []),
+            unsupported=self.values.get("unsupported", []),
         )
 
     def results(self, count: int, num_chunks: int, config: RunnableConfig, started: float) -> list[MemAgentResult]:
@@ -418,6 +438,8 @@ class _RunRecord:
                     usage=usage,
                     elapsed_s=elapsed,
                     thread_id=config["configurable"]["thread_id"],
+                    citations=self.values["citations"][index],
+                    unsupported=self.values["unsupported"][index],
                 )
             )
         return results

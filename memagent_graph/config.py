@@ -45,6 +45,13 @@ class MemAgentConfig(BaseModel):
     quote_min_gain: float = Field(
         12.0, description="quote: nats by which a sentence must beat an empty passage at predicting the question."
     )
+    evidence_min_score: float = Field(
+        75.0,
+        ge=0.0,
+        le=100.0,
+        description="Alignment score (0-100, rapidfuzz partial ratio) a memory span needs to count as read in the "
+        "document; spans below it in every source are reported as unsupported.",
+    )
     retries: RetrySettings = Field(default_factory=RetrySettings)
 
     @model_validator(mode="after")

@@ -28,6 +28,30 @@ class StepRecord(TypedDict):
     answer_source: NotRequired[Literal["boxed", "reply"]]
 
 
+class Source(TypedDict):
+    """Where a memory span's text was found in the document: the chunk read, character and UTF-8 byte offsets
+    in its part (the original document, e.g. the file), the 1-based line of the start, the part's ``source``
+    metadata (a file's path) and the alignment score (0-100)."""
+
+    doc_id: str
+    source: str | None
+    part: int
+    chunk: int
+    start: int
+    end: int
+    byte_start: int
+    byte_end: int
+    line: int
+    score: float
+
+
+class MemorySpan(TypedDict):
+    """A sentence or clause of the current memory and its sources, best first (none: unsupported)."""
+
+    text: str
+    sources: list[Source]
+
+
 class Usage(TypedDict):
     """Running totals over a run's model calls."""
 
@@ -53,6 +77,8 @@ class OutputState(TypedDict):
     memory: str
     num_chunks: int
     usage: Usage
+    citations: list[Source]
+    unsupported: list[str]
 
 
 class MemAgentState(InputState, total=False):
@@ -65,11 +91,14 @@ class MemAgentState(InputState, total=False):
     finished: bool
     chunk: dict[str, int]
     memory: str
+    evidence: list[MemorySpan]
     started_at: float
     last_step: StepRecord
     usage: Usage
     answer: str
     answer_source: Literal["boxed", "reply"]
+    citations: list[Source]
+    unsupported: list[str]
 
 
 class LockstepInput(TypedDict):
@@ -91,11 +120,14 @@ class LockstepState(LockstepInput, total=False):
     finished: bool
     chunk: dict[str, int]
     memories: list[str]
+    evidences: list[list[MemorySpan]]
     started_at: float
     last_steps: list[StepRecord]
     usage: Usage
     answers: list[str]
     answer_sources: list[str]
+    citations: list[list[Source]]
+    unsupported: list[list[str]]
 
 
 @dataclass(frozen=True)
@@ -135,7 +167,8 @@ class UnfinishedRead:
 
 
 class MemAgentResult(BaseModel):
-    """The outcome of reading one document for one question."""
+    """The outcome of reading one document for one question. ``citations``: where the memory that supports
+    the answer was read, best first; ``unsupported``: memory spans found nowhere in what was read."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -147,6 +180,8 @@ class MemAgentResult(BaseModel):
     usage: Usage
     elapsed_s: float
     thread_id: str
+    citations: list[Source] = []
+    unsupported: list[str] = []
 
     def to_json_dict(self) -> dict[str, Any]:
         """The result as plain JSON values (what ``memagent ask --json`` prints)."""

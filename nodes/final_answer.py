@@ -1,5 +1,5 @@
 """`final_answer`: one call per question that sees only the question and its final memory, then extracts the
-boxed answer.
+boxed answer and cites the memory spans that hold it (`provenance.cite`).
 
 With ``memory_policy="quote"`` the prompt is the quote policy's and the reply must be one whole line of the
 memory (extractive: nothing is invented).
@@ -26,6 +26,7 @@ from memagent_graph.nodes.model_call import (
     complete_all,
     complete_all_sync,
 )
+from memagent_graph.nodes.provenance import cite
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.state import StepRecord
 
@@ -54,8 +55,13 @@ def final_answer(
             answer_step(state["num_chunks"], completion, memory, tokenizer)
             for completion, memory in zip(completions, questions.memories(state), strict=True)
         ]
+        answers = [extract_answer(c.text) for c in completions]
+        citations = [
+            cite(answer, spans, min_score=config_.evidence_min_score)
+            for (answer, _), spans in zip(answers, questions.evidence(state), strict=True)
+        ]
         return {
-            **questions.answer_update([extract_answer(c.text) for c in completions], steps),
+            **questions.answer_update(answers, steps, citations),
             "finished": True,
             "usage": add_usage(state.get("usage"), completions),
         }

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memagent_graph.nodes.memory_budget import BudgetedMemory
-from memagent_graph.state import StepRecord
+from memagent_graph.state import MemorySpan, Source, StepRecord
+
+Citations = tuple[list[Source], list[str]]
+"""An answer's citations and its memory's unsupported spans (`provenance.cite`)."""
 
 
 class Questions(Protocol):
@@ -24,20 +27,28 @@ class Questions(Protocol):
         """The current memory of each question."""
         ...
 
+    def evidence(self, state: Mapping[str, Any]) -> list[list[MemorySpan]]:
+        """The spans of each question's current memory, with their sources (`provenance`)."""
+        ...
+
     def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The state update that starts a read: empty memories, no answers."""
         ...
 
-    def memory_update(self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord]) -> dict[str, Any]:
-        """The state update after a memory update (one memory and step record per question)."""
+    def memory_update(
+        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    ) -> dict[str, Any]:
+        """The state update after a memory update (one memory, step record and span list per question)."""
         ...
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
         """The memory fields of the progress event."""
         ...
 
-    def answer_update(self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord]) -> dict[str, Any]:
-        """The state update after the answer call ((answer, source) and a step record per question)."""
+    def answer_update(
+        self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord], citations: Sequence[Citations]
+    ) -> dict[str, Any]:
+        """The state update after the answer call ((answer, source), a step record and citations per question)."""
         ...
 
 
@@ -51,20 +62,33 @@ class OneQuestion:
     def memories(self, state: Mapping[str, Any]) -> list[str]:
         return [state.get("memory", "")]
 
-    def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"memory": "", "answer": ""}
+    def evidence(self, state: Mapping[str, Any]) -> list[list[MemorySpan]]:
+        return [state.get("evidence", [])]
 
-    def memory_update(self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord]) -> dict[str, Any]:
-        [memory], [step] = memories, steps
-        return {"memory": memory.text, "last_step": step}
+    def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        return {"memory": "", "evidence": [], "answer": "", "citations": [], "unsupported": []}
+
+    def memory_update(
+        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    ) -> dict[str, Any]:
+        [memory], [step], [spans] = memories, steps, evidence
+        return {"memory": memory.text, "last_step": step, "evidence": spans}
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
         [memory] = memories
         return {"memory_tokens": memory.tokens, "memory": memory.text}
 
-    def answer_update(self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord]) -> dict[str, Any]:
-        [(answer, source)], [step] = answers, steps
-        return {"answer": answer, "answer_source": source, "last_step": step}
+    def answer_update(
+        self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord], citations: Sequence[Citations]
+    ) -> dict[str, Any]:
+        [(answer, source)], [step], [(cited, unsupported)] = answers, steps, citations
+        return {
+            "answer": answer,
+            "answer_source": source,
+            "last_step": step,
+            "citations": cited,
+            "unsupported": unsupported,
+        }
 
 
 @dataclass(frozen=True)
@@ -78,20 +102,37 @@ class ManyQuestions:
     def memories(self, state: Mapping[str, Any]) -> list[str]:
         return list(state["memories"])
 
-    def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"memories": [""] * len(state["questions"]), "answers": [], "answer_sources": []}
+    def evidence(self, state: Mapping[str, Any]) -> list[list[MemorySpan]]:
+        return list(state.get("evidences") or [[] for _ in state["questions"]])
 
-    def memory_update(self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord]) -> dict[str, Any]:
-        return {"memories": [m.text for m in memories], "last_steps": list(steps)}
+    def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        count = len(state["questions"])
+        return {
+            "memories": [""] * count,
+            "evidences": [[] for _ in range(count)],
+            "answers": [],
+            "answer_sources": [],
+            "citations": [],
+            "unsupported": [],
+        }
+
+    def memory_update(
+        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    ) -> dict[str, Any]:
+        return {"memories": [m.text for m in memories], "last_steps": list(steps), "evidences": list(evidence)}
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
         return {"memory_tokens": [m.tokens for m in memories], "memory": [m.text for m in memories]}
 
-    def answer_update(self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord]) -> dict[str, Any]:
+    def answer_update(
+        self, answers: Sequence[tuple[str, str]], steps: Sequence[StepRecord], citations: Sequence[Citations]
+    ) -> dict[str, Any]:
         return {
             "answers": [answer for answer, _ in answers],
             "answer_sources": [source for _, source in answers],
             "last_steps": list(steps),
+            "citations": [cited for cited, _ in citations],
+            "unsupported": [unsupported for _, unsupported in citations],
         }
 
 

@@ -1,5 +1,5 @@
 """`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory
-(for each question of the read: `questions`).
+(for each question of the read: `questions`), and trace each memory's spans to the document (`provenance`).
 
 With ``memory_policy="quote"`` the model does not write the memory: it picks it from the previous notes and
 the chunk's sentences (`memagent_graph.nodes.quote_memory`).
@@ -29,6 +29,7 @@ from memagent_graph.nodes.model_call import (
     complete_all,
     complete_all_sync,
 )
+from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.quote_memory import quote_update, require_scorer
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
@@ -49,9 +50,13 @@ def update_memory(
 
     scorer = require_scorer(model) if config_.memory_policy == "quote" else None
 
-    def section_of(state: Mapping[str, Any]) -> str:
-        doc = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens)
-        return sanitizer.clean(doc.chunk_text(state["cursor"])).text
+    def read(state: Mapping[str, Any]) -> tuple[str, ReadChunk]:
+        """The section the model is shown (sanitised) and the chunk as in the document."""
+        doc, cursor = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens), state["cursor"]
+        text = doc.chunk_text(cursor)
+        source = doc.chunk_metadata(cursor).get("source")
+        chunk = ReadChunk(doc.doc_id, cursor, text, doc.chunk_origin(cursor), None if source is None else str(source))
+        return sanitizer.clean(text).text, chunk
 
     def prompts_of(state: Mapping[str, Any], section: str) -> list[str]:
         return [
@@ -73,7 +78,9 @@ def update_memory(
             for question, memory in zip(questions.questions(state), questions.memories(state), strict=True)
         ]
 
-    def finish(state: Mapping[str, Any], completions: list[Completion], options: CallOptions) -> dict[str, Any]:
+    def finish(
+        state: Mapping[str, Any], chunk: ReadChunk, completions: list[Completion], options: CallOptions
+    ) -> dict[str, Any]:
         cursor = state["cursor"]
         memories = [
             enforce_memory_budget(
@@ -81,29 +88,33 @@ def update_memory(
             )
             for completion, previous in zip(completions, questions.memories(state), strict=True)
         ]
+        evidence = [
+            trace_memory(memory.text, chunk=chunk, previous=previous, min_score=config_.evidence_min_score)
+            for memory, previous in zip(memories, questions.evidence(state), strict=True)
+        ]
         emit_progress(state, **questions.progress(memories))
         steps = [memory_step(cursor, c, m) for c, m in zip(completions, memories, strict=True)]
         return {
-            **questions.memory_update(memories, steps),
+            **questions.memory_update(memories, steps, evidence),
             "cursor": cursor + 1,
             "usage": add_usage(state.get("usage"), completions),
         }
 
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        section, options = section_of(state), call_options(config_, budget="memory_tokens")
+        (section, chunk), options = read(state), call_options(config_, budget="memory_tokens")
         if scorer is not None:
-            return finish(state, quotes(state, section, options), options)
-        prompts = prompts_of(state, section)
-        return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config), options)
+            return finish(state, chunk, quotes(state, section, options), options)
+        completions = complete_all_sync(model, prompts_of(state, section), options, tokenizer=tokenizer, config=config)
+        return finish(state, chunk, completions, options)
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
-        section, options = await asyncio.to_thread(section_of, state), call_options(config_, budget="memory_tokens")
+        (section, chunk), options = await asyncio.to_thread(read, state), call_options(config_, budget="memory_tokens")
         if scorer is not None:  # local scoring is CPU-bound: off the event loop too
-            return await asyncio.to_thread(lambda: finish(state, quotes(state, section, options), options))
+            return await asyncio.to_thread(lambda: finish(state, chunk, quotes(state, section, options), options))
         prompts = await asyncio.to_thread(prompts_of, state, section)
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
-        return await asyncio.to_thread(finish, state, completions, options)
+        return await asyncio.to_thread(finish, state, chunk, completions, options)
 
     return RunnableLambda(sync, afunc=async_, name="update_memory")
 

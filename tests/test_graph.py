@@ -8,6 +8,7 @@ from memagent_graph import DocumentRegistry, MemAgentConfig, TextDocument, build
 from memagent_graph.config import RetrySettings
 from memagent_graph.errors import ConfigError, FingerprintMismatchError
 from memagent_graph.graph import recursion_limit_for
+from memagent_graph.nodes.provenance import MAX_CITATIONS, MAX_SOURCES, MIN_SPAN_CHARS
 from memagent_graph.nodes.read_checks import minimum_recursion_limit
 from memagent_graph.testing import RuleMemoryModel
 
@@ -173,8 +174,15 @@ def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, nee
         "usage",
         "answer",
         "answer_source",
+        "evidence",
+        "citations",
+        "unsupported",
     }
-    assert not any(isinstance(v, list) for v in values.values())
+    bounded = {"evidence", "citations", "unsupported"}  # the current memory's spans and the answer's sources
+    assert not any(isinstance(v, list) for k, v in values.items() if k not in bounded)
+    assert len(values["evidence"]) <= len(values["memory"]) // MIN_SPAN_CHARS  # each span is memory text
+    assert all(len(span["sources"]) <= MAX_SOURCES for span in values["evidence"])
+    assert len(values["citations"]) <= MAX_CITATIONS
     assert chunked.chunk_text(0)[:200] not in str(values)
 
 

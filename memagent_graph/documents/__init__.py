@@ -6,7 +6,7 @@
 see), `haystack` (generated needle-in-a-haystack documents for demos and tests).
 """
 
-from memagent_graph.documents.chunking import ChunkedDocument, chunk_document
+from memagent_graph.documents.chunking import ChunkedDocument, ChunkOrigin, chunk_document
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sources import DocumentSource, FileDocument, LangChainDocuments, TextDocument
 from memagent_graph.documents.tokenization import (
@@ -18,6 +18,7 @@ from memagent_graph.documents.tokenization import (
 
 __all__ = [
     "ApproximateTokenizer",
+    "ChunkOrigin",
     "ChunkedDocument",
     "DocumentRegistry",
     "DocumentSource",

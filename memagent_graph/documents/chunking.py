@@ -7,10 +7,11 @@ boundary never splits a character: decoded chunks concatenate exactly to the dec
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from memagent_graph.documents.sources import ContentHasher, DocumentSource, fingerprint_of
 from memagent_graph.documents.tokenization import Tokenizer
@@ -20,6 +21,16 @@ BATCH_PIECES = 32
 """Pieces encoded per `encode_batch` call (32 x 64 KiB: enough work to use every core)."""
 
 _LOOKAROUND = 4  # tokens decoded on each side of a boundary to detect a split character
+
+
+class ChunkOrigin(NamedTuple):
+    """Where a chunk starts in its part (its original document): character and UTF-8 byte offsets, and the
+    1-based line number. Exact when the tokenizer decodes to the original text (byte-level BPE does)."""
+
+    part: int
+    char: int
+    byte: int
+    line: int
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,8 @@ class ChunkedDocument:
     chunks: Sequence[array]
     parts: Sequence[int]
     part_metadata: Sequence[Mapping[str, Any]]
+    _origins: list[ChunkOrigin] = field(default_factory=list, init=False, repr=False, compare=False)
+    _origins_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def num_chunks(self) -> int:
@@ -53,6 +66,26 @@ class ChunkedDocument:
     def chunk_metadata(self, index: int) -> Mapping[str, Any]:
         """Metadata of the original document chunk ``index`` comes from."""
         return self.part_metadata[self.parts[index]]
+
+    def chunk_origin(self, index: int) -> ChunkOrigin:
+        """Where chunk ``index`` starts in its part: the lengths of the chunks before it, each decoded once for
+        this and remembered (4 numbers per chunk)."""
+        with self._origins_lock:
+            while len(self._origins) <= index:
+                done = len(self._origins)
+                if done == 0 or self.parts[done] != self.parts[done - 1]:
+                    self._origins.append(ChunkOrigin(self.parts[done], 0, 0, 1))
+                    continue
+                previous, text = self._origins[-1], self.chunk_text(done - 1)
+                self._origins.append(
+                    ChunkOrigin(
+                        previous.part,
+                        previous.char + len(text),
+                        previous.byte + len(text.encode("utf-8")),
+                        previous.line + text.count("\n"),
+                    )
+                )
+            return self._origins[index]
 
 
 def chunk_document(
