@@ -28,11 +28,13 @@ def memagent_node(
     document_key: str = "doc_id",
     answer_key: str = "answer",
     memory_key: str | None = None,
+    citations_key: str | None = None,
     settings: RunSettings | None = None,
     name: str = "memagent",
 ) -> RunnableLambda:
     """A sync + async node: reads the document whose id is in ``state[document_key]`` to answer
-    ``state[question_key]``, and writes the answer to ``answer_key`` (the memory to ``memory_key`` if given).
+    ``state[question_key]``, and writes the answer to ``answer_key`` (the memory to ``memory_key`` and the
+    answer's citations, `MemAgentResult.citations`, to ``citations_key`` if given).
 
     >>> builder.add_node("investigate", memagent_node(agent, question_key="ticket", answer_key="finding"))
     """
@@ -48,7 +50,8 @@ def memagent_node(
         }
 
     def update(output: dict[str, Any]) -> dict[str, Any]:
-        return {answer_key: output["answer"]} | ({memory_key: output["memory"]} if memory_key else {})
+        extra = {memory_key: output["memory"], citations_key: output["citations"]}
+        return {answer_key: output["answer"]} | {key: value for key, value in extra.items() if key is not None}
 
     def sync(state: dict[str, Any]) -> dict[str, Any]:
         return update(agent.graph.invoke(*prepare(state), context=context))

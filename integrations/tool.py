@@ -113,5 +113,7 @@ def _forward(item: dict[str, Any] | MemAgentResult, runtime: ToolRuntime | None)
 
 
 def _output(result: MemAgentResult) -> ToolOutput:
-    artifact = result.model_dump(include={"memory", "num_chunks", "usage", "thread_id", "answer_source"})
+    artifact = result.model_dump(
+        include={"memory", "num_chunks", "usage", "thread_id", "answer_source", "citations", "unsupported"}
+    )
     return result.answer, artifact

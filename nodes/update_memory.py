@@ -55,7 +55,9 @@ def update_memory(
         doc, cursor = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens), state["cursor"]
         text = doc.chunk_text(cursor)
         source = doc.chunk_metadata(cursor).get("source")
-        chunk = ReadChunk(doc.doc_id, cursor, text, doc.chunk_origin(cursor), None if source is None else str(source))
+        chunk = ReadChunk(
+            state["doc_id"], cursor, text, doc.chunk_origin(cursor), None if source is None else str(source)
+        )
         return sanitizer.clean(text).text, chunk
 
     def prompts_of(state: Mapping[str, Any], section: str) -> list[str]:

@@ -65,10 +65,27 @@ def test_ask_prints_the_answer_and_names_the_model(memagent, server, doc, needle
     assert "tokenizer: the server's /tokenize" in result.stderr
 
 
+def test_ask_shows_the_file_and_line_its_answer_was_read_at(memagent, server, doc, needle):
+    result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, *SMALL)
+    [evidence] = [line for line in result.stderr.splitlines() if line.startswith(f"  {doc}:")]
+    line_number = int(evidence.removeprefix(f"  {doc}:").split(":")[0])
+    assert needle.answer in doc.read_text().splitlines()[line_number - 1]
+    assert "Unsupported memory" not in result.stderr
+
+
+def test_ask_flags_memory_found_nowhere_in_the_document(memagent, server, tmp_path):
+    path = tmp_path / "plain.txt"  # no fact for the rule model to keep: its notes say so in its own words
+    path.write_text("The river bends twice before the mill.\nFarmers carry grain every autumn.\n" * 40)
+    result = memagent("ask", str(path), "What is the number?", "--base-url", server.base_url, *SMALL)
+    assert "Unsupported memory (found nowhere in what was read):\n  - Nothing relevant yet." in result.stderr
+
+
 def test_ask_json_prints_the_result_object(memagent, server, doc, needle):
     result = memagent("ask", str(doc), needle.question, "--base-url", server.base_url, "--json", "--quiet", *SMALL)
     payload = json.loads(result.stdout)
-    assert {"answer", "memory", "num_chunks", "steps", "usage", "elapsed_s"} <= set(payload)
+    assert {"answer", "memory", "num_chunks", "steps", "usage", "elapsed_s", "citations", "unsupported"} <= set(payload)
+    [citation, *_] = payload["citations"]
+    assert needle.answer in doc.read_bytes()[citation["byte_start"] : citation["byte_end"]].decode()
     assert payload["answer"] == needle.answer
     assert len(payload["steps"]) == payload["num_chunks"] + 1
 

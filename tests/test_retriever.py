@@ -1,4 +1,5 @@
-"""`MemAgentRetriever` and `MemAgentCompressor`: the memory is returned as evidence, and it reaches an LCEL prompt."""
+"""`MemAgentRetriever` and `MemAgentCompressor`: the cited source passages (offsets that slice the original to
+them) and the memory are returned, and they reach an LCEL prompt."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _assert_memory_document(document: Document, *, doc_id: str, answer: str, fac
     assert document.metadata["answer_source"] == "boxed"
     assert document.metadata["num_chunks"] > 1
     assert document.metadata["thread_id"]
-    assert document.metadata["retriever"] == "memagent"
+    assert document.metadata["retriever"] == "memagent" and document.metadata["kind"] == "memory"
 
 
 def _fact(needle) -> str:
@@ -50,31 +51,49 @@ def _fact(needle) -> str:
 
 def test_retriever_returns_the_memory_with_its_metadata(agent, needle):
     document = TextDocument(needle.text)
-    [evidence] = MemAgentRetriever(agent=agent, document=document).invoke(needle.question)
+    *_, evidence = MemAgentRetriever(agent=agent, document=document).invoke(needle.question)
     _assert_memory_document(evidence, doc_id=document.doc_id, answer=needle.answer, fact=_fact(needle))
     assert evidence.metadata["num_chunks"] == agent.chunk(document).num_chunks
+    assert evidence.metadata["unsupported"] == []
+
+
+def test_retriever_returns_the_cited_passage_with_offsets_that_slice_the_original(agent, needle):
+    document = TextDocument(needle.text)
+    [passage, _] = MemAgentRetriever(agent=agent, document=document, context_chars=30).invoke(needle.question)
+    start = passage.metadata["start_index"]
+    assert needle.text[start : start + len(passage.page_content)] == passage.page_content
+    assert _fact(needle) in passage.page_content and len(passage.page_content) <= len(_fact(needle)) + 60
+    assert needle.text.splitlines()[passage.metadata["line"] - 1].startswith(_fact(needle)[:20])
+    assert passage.metadata["kind"] == "passage" and passage.metadata["score"] >= 75
+    assert passage.metadata["source"] == document.doc_id  # text in memory has no file; a file's path is here
+
+
+def test_retriever_without_the_memory_returns_only_passages(agent, needle):
+    retriever = MemAgentRetriever(agent=agent, document=TextDocument(needle.text), include_memory=False)
+    [passage] = retriever.invoke(needle.question)
+    assert passage.metadata["kind"] == "passage"
 
 
 async def test_retriever_ainvoke_returns_the_memory_with_its_metadata(agent, needle):
     document = TextDocument(needle.text)
-    [evidence] = await MemAgentRetriever(agent=agent, document=document).ainvoke(needle.question)
+    *_, evidence = await MemAgentRetriever(agent=agent, document=document).ainvoke(needle.question)
     _assert_memory_document(evidence, doc_id=document.doc_id, answer=needle.answer, fact=_fact(needle))
 
 
 def test_retriever_reads_a_registered_document_by_id(agent, needle):
     doc_id = agent.documents.add(TextDocument(needle.text), doc_id="manual")
-    [evidence] = MemAgentRetriever(agent=agent, document="manual").invoke(needle.question)
+    *_, evidence = MemAgentRetriever(agent=agent, document="manual").invoke(needle.question)
     _assert_memory_document(evidence, doc_id=doc_id, answer=needle.answer, fact=_fact(needle))
 
 
-def test_the_memory_reaches_the_prompt_of_an_lcel_chain(agent, needle):
+def test_the_passage_and_the_memory_reach_the_prompt_of_an_lcel_chain(agent, needle):
     def format_docs(docs: list[Document]) -> str:
         return "\n\n".join(d.page_content for d in docs)
 
     prompt = ChatPromptTemplate.from_messages(
         [("human", "Answer from this evidence only.\n<evidence>\n{context}\n</evidence>\nQuestion: {question}")]
     )
-    retriever = MemAgentRetriever(agent=agent, document=TextDocument(needle.text))
+    retriever = MemAgentRetriever(agent=agent, document=TextDocument(needle.text), context_chars=0)
     chain = (
         {"context": retriever | format_docs, "question": RunnablePassthrough()}
         | prompt
@@ -82,12 +101,18 @@ def test_the_memory_reaches_the_prompt_of_an_lcel_chain(agent, needle):
         | StrOutputParser()
     )
     seen = chain.invoke(needle.question)
-    assert f"<evidence>\n{_fact(needle)}\n</evidence>" in seen
+    assert f"<evidence>\n{_fact(needle)}\n\n{_fact(needle)}\n</evidence>" in seen  # the passage, the memory
     assert seen.endswith(f"Question: {needle.question}")
 
 
 def test_compressor_reads_retrieved_documents_into_evidence(agent, retrieved):
-    [evidence] = MemAgentCompressor(agent=agent).compress_documents(retrieved, QUESTION)
+    [passage, evidence] = MemAgentCompressor(agent=agent).compress_documents(retrieved, QUESTION)
+    start, page = passage.metadata["start_index"], retrieved[2].page_content
+    assert (
+        passage.metadata["source"] == "page-2"
+        and page[start : start + len(passage.page_content)] == passage.page_content
+    )
+    assert NEEDLE in passage.page_content
     doc_id = evidence.metadata["doc_id"]  # one id per call, so concurrent calls never collide
     assert doc_id.startswith("lc-") and doc_id != LangChainDocuments(retrieved).doc_id
     _assert_memory_document(evidence, doc_id=doc_id, answer="mango-4242", fact=NEEDLE)
@@ -96,7 +121,7 @@ def test_compressor_reads_retrieved_documents_into_evidence(agent, retrieved):
 
 
 async def test_compressor_acompress_reads_retrieved_documents_into_evidence(agent, retrieved):
-    [evidence] = await MemAgentCompressor(agent=agent).acompress_documents(retrieved, QUESTION)
+    *_, evidence = await MemAgentCompressor(agent=agent).acompress_documents(retrieved, QUESTION)
     assert NEEDLE in evidence.page_content
     assert evidence.metadata["answer"] == "mango-4242"
     assert evidence.metadata["num_documents"] == 5
@@ -121,7 +146,7 @@ def test_compressor_after_a_retriever_in_lcel(agent, retrieved):
     pipeline = {"documents": FixedRetriever(documents=retrieved), "query": RunnablePassthrough()} | RunnableLambda(
         lambda found: compressor.compress_documents(found["documents"], found["query"])
     )
-    [evidence] = pipeline.invoke(QUESTION)
+    *_, evidence = pipeline.invoke(QUESTION)
     assert NEEDLE in evidence.page_content
     assert evidence.metadata["num_documents"] == len(retrieved)
 
@@ -153,4 +178,4 @@ async def test_concurrent_compressions_of_the_same_documents_do_not_collide(agen
     documents = [Document("The special magic city is rome-1.")]
     compressor = MemAgentCompressor(agent=agent)
     results = await asyncio.gather(*(compressor.acompress_documents(documents, "city?") for _ in range(4)))
-    assert all(result[0].metadata["answer"] == "rome-1" for result in results)
+    assert all(result[-1].metadata["answer"] == "rome-1" for result in results)

@@ -185,6 +185,14 @@ def test_a_waited_run_answers_from_the_served_document(client, task, num_chunks,
     assert limits == {150, 40}  # the MEMAGENT_*_TOKENS budgets reached the model
 
 
+def test_a_run_cites_where_in_the_served_file_its_answer_was_read(client, task, documents):
+    output = client.runs.wait(None, "memagent", input={"question": task.question, "doc_id": "needle.txt"})
+    [citation, *_] = output["citations"]
+    cited = (documents / "needle.txt").read_bytes()[citation["byte_start"] : citation["byte_end"]].decode()
+    assert task.answer in cited and citation["source"] == str(documents / "needle.txt")
+    assert output["unsupported"] == []
+
+
 def test_a_streamed_run_reports_every_chunk_then_the_answer(client, task, num_chunks):
     parts = list(
         client.runs.stream(

@@ -105,7 +105,14 @@ def test_the_memory_key_receives_the_memory(agent, needle):
     node = memagent_node(agent, answer_key="finding", memory_key="notes")
     update = node.invoke({"question": needle.question, "doc_id": agent.documents.add(TextDocument(needle.text))})
     assert update["finding"] == needle.answer
-    assert needle.answer in update["notes"]
+    assert needle.answer in update["notes"] and "sources" not in update
+
+
+def test_the_citations_key_receives_where_the_answer_was_read(agent, needle):
+    node = memagent_node(agent, answer_key="finding", citations_key="sources")
+    update = node.invoke({"question": needle.question, "doc_id": agent.documents.add(TextDocument(needle.text))})
+    [citation, *_] = update["sources"]
+    assert needle.answer in needle.text[citation["start"] : citation["end"]]
 
 
 def test_an_empty_question_is_refused(agent, ticket):

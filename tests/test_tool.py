@@ -83,8 +83,12 @@ def test_the_model_sees_only_question_and_document(tool):
 def test_invoke_returns_the_answer_as_content_and_the_memory_as_artifact(tool, needle):
     message = call(tool, needle.question, "report")
     assert message.content == needle.answer and message.status == "success"
-    assert set(message.artifact) == {"memory", "num_chunks", "usage", "thread_id", "answer_source"}
+    assert set(message.artifact) == {
+        "memory", "num_chunks", "usage", "thread_id", "answer_source", "citations", "unsupported"
+    }  # fmt: skip
     assert needle.answer in message.artifact["memory"] and message.artifact["num_chunks"] > 1
+    [citation, *_] = message.artifact["citations"]
+    assert needle.answer in needle.text[citation["start"] : citation["end"]]
 
 
 async def test_ainvoke_returns_the_same_content_and_artifact(tool, needle):

@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     _model_options(ask)
     ask.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    ask.add_argument("--quiet", action="store_true", help="no progress bar")
+    ask.add_argument("--quiet", action="store_true", help="no progress bar and no Evidence block")
     ask.add_argument(
         "--checkpoint-db",
         metavar="FILE",
@@ -237,8 +237,13 @@ def _ask(args: argparse.Namespace) -> int:
                 return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result.to_json_dict(), ensure_ascii=False))
-    else:
-        print(result.answer)
+        return 0
+    print(result.answer)
+    if not args.quiet:  # stdout stays the answer alone, for scripts
+        from memagent_graph.integrations.cli.evidence import evidence_lines
+
+        for line in evidence_lines(agent, result):
+            print(line, file=sys.stderr)
     return 0
 
 
@@ -282,6 +287,7 @@ def _demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from memagent_graph.documents.haystack import HAYSTACK_SOURCE, needle_document
+    from memagent_graph.integrations.cli.evidence import evidence_lines
 
     console = Console(stderr=True)
     agent = _agent(args, _config(args, temperature=0.0))
@@ -303,6 +309,8 @@ def _demo(args: argparse.Namespace) -> int:
     correct = task.answer.lower() in result.answer.lower()
     print(f"Answer: {result.answer}")
     print(f"Expected: {task.answer}")
+    for line in evidence_lines(agent, result):
+        print(line)
     print(
         f"Verdict: {'CORRECT' if correct else 'WRONG'} ({result.num_chunks} chunks, {result.elapsed_s:.1f} s, "
         f"{result.usage['calls']} model calls)"
