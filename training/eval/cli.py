@@ -15,9 +15,8 @@ from memagent_graph.training.eval.evaluation import (
     check_samples,
     check_tasks,
     evaluate,
-    format_table,
+    format_report,
     parse_lengths,
-    summarize,
     write_results,
 )
 
@@ -90,6 +89,6 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
     }
     paths = write_results(records, args.output_dir, settings=settings)
-    print(format_table(summarize(records)))
+    print(format_report(records))
     log.info("wrote %s, %s and %s", paths["json"], paths["table"], paths["plot"])
     return 0

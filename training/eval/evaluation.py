@@ -1,8 +1,10 @@
 """`memagent eval`: accuracy of MemAgent and the baselines on generated tasks, task × length, one model.
 
 Every sample of a (task, length) is one generated document; each method reads it and answers; the answer is
-scored by the task's metric. Results: one JSON record per (task, length, method, sample), a summary table of
-mean scores, and a plot of accuracy against length (log scale).
+scored by the task's metric. Methods that cite (MemAgent: its citations; bm25, embedding: the passages they
+retrieved) are also scored on *citation recall* (the share of the task's evidence sentences that a cited span
+overlaps) and *groundedness* (whether the answer occurs in a cited span). Results: one JSON record per (task,
+length, method, sample), summary tables of mean scores, and a plot of accuracy against length (log scale).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
@@ -26,7 +28,8 @@ if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not wh
 
     from memagent_graph.config import MemAgentConfig
     from memagent_graph.training.data.hotpotqa import HotpotQuestion
-    from memagent_graph.training.eval.baselines import Reader
+    from memagent_graph.training.data.tasks import Task
+    from memagent_graph.training.eval.baselines import Reader, Reading
 
 
 METHODS = ("memagent", "full", "truncation", "bm25", "embedding")
@@ -46,6 +49,10 @@ class EvalRecord:
     golds: list[str]
     score: float | None
     seconds: float
+    citation_recall: float | None = None
+    """Share of the task's evidence sentences a cited span overlaps; None: no citations or no evidence."""
+    grounded: float | None = None
+    """1.0 when the answer occurs in a cited span, else 0.0; None when the method does not cite."""
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -90,14 +97,19 @@ def build_readers(
     """A reader per method, all over ``model``; MemAgent reads with ``config``."""
     from memagent_graph.agent import MemAgent
     from memagent_graph.documents.sources import TextDocument
-    from memagent_graph.training.eval.baselines import BASELINES, ContextBudget
+    from memagent_graph.training.eval.baselines import BASELINES, ContextBudget, Reading
 
     agent = MemAgent(model, config=config, tokenizer=tokenizer)
     budget = ContextBudget(context_window=context_window, answer_tokens=config.answer_tokens)
+
+    def memagent(question: str, document: str) -> Reading:
+        result = agent.invoke(question, TextDocument(document))
+        return Reading(result.answer, tuple((c["start"], c["end"]) for c in result.citations))
+
     built: dict[str, Reader] = {}
     for method in check_methods(methods):
         if method == "memagent":
-            built[method] = lambda q, d: agent.invoke(q, TextDocument(d)).answer
+            built[method] = memagent
         else:
             built[method] = BASELINES[method](model, tokenizer, budget)
     return built
@@ -157,24 +169,41 @@ def evaluate(
                 for index, task in enumerate(documents):
                     for method, read in readers.items():
                         started = time.perf_counter()
-                        reply = read(task.question, task.document)
-                        answer = None if reply is None else extract_answer(reply)[0]
+                        reading = read(task.question, task.document)
+                        answer = None if reading is None else extract_answer(reading.reply)[0]
                         score = None if answer is None else metric(answer, task.golds)
                         seconds = round(time.perf_counter() - started, 2)
-                        record = EvalRecord(name, tokens, method, index, answer, task.golds, score, seconds)
+                        recall, grounded = citation_scores(reading, answer, task)
+                        record = EvalRecord(
+                            name, tokens, method, index, answer, task.golds, score, seconds, recall, grounded
+                        )
                         records.append(record)
                         bar.set_postfix_str(f"{name} {tokens} {method}")
                         bar.update()
     return records
 
 
-def summarize(records: Sequence[EvalRecord]) -> dict[tuple[str, int, str], float | None]:
-    """Mean score per (task, tokens, method); None where the method never ran."""
+def citation_scores(reading: Reading | None, answer: str | None, task: Task) -> tuple[float | None, float | None]:
+    """(citation recall, groundedness) of one reading (see `EvalRecord`)."""
+    if reading is None or reading.cited is None:
+        return None, None
+    document, cited = task.document, reading.cited
+    gold = [(at, at + len(s)) for s in task.evidence if (at := document.find(s)) >= 0]
+    recall = sum(any(a < end and start < b for a, b in cited) for start, end in gold) / len(gold) if gold else None
+    grounded = bool(answer) and any(answer.lower() in document[a:b].lower() for a, b in cited)
+    return recall, float(grounded)
+
+
+Metric = Literal["score", "citation_recall", "grounded"]
+
+
+def summarize(records: Sequence[EvalRecord], metric: Metric = "score") -> dict[tuple[str, int, str], float | None]:
+    """Mean ``metric`` per (task, tokens, method); None where the method never ran (or never cites)."""
     scores: dict[tuple[str, int, str], list[float]] = defaultdict(list)
     for record in records:
         scores.setdefault((record.task, record.tokens, record.method), [])
-        if record.score is not None:
-            scores[(record.task, record.tokens, record.method)].append(record.score)
+        if (value := getattr(record, metric)) is not None:
+            scores[(record.task, record.tokens, record.method)].append(value)
     return {key: (sum(values) / len(values) if values else None) for key, values in scores.items()}
 
 
@@ -198,20 +227,42 @@ def format_table(summary: dict[tuple[str, int, str], float | None]) -> str:
 
 
 def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings: dict) -> dict[str, Path]:
-    """``results.json`` (settings, summary, every record), ``results.md`` (the table), ``accuracy.png``."""
+    """``results.json`` (settings, summary, every record), ``results.md`` (the tables), ``accuracy.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    summary = summarize(records)
+    summary, recall, grounded = (summarize(records, metric) for metric in ("score", "citation_recall", "grounded"))
     payload = {
         "settings": settings,
-        "summary": [{"task": t, "tokens": n, "method": m, "accuracy": v} for (t, n, m), v in sorted(summary.items())],
+        "summary": [
+            {
+                "task": t,
+                "tokens": n,
+                "method": m,
+                "accuracy": v,
+                "citation_recall": recall[t, n, m],
+                "groundedness": grounded[t, n, m],
+            }
+            for (t, n, m), v in sorted(summary.items())
+        ],  # fmt: skip
         "records": [asdict(record) for record in records],
     }
     paths = {"json": folder / "results.json", "table": folder / "results.md", "plot": folder / "accuracy.png"}
     paths["json"].write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    paths["table"].write_text(format_table(summary) + "\n", encoding="utf-8")
+    paths["table"].write_text(format_report(records) + "\n", encoding="utf-8")
     plot_accuracy(summary, paths["plot"])
     return paths
+
+
+def format_report(records: Sequence[EvalRecord]) -> str:
+    """The accuracy table, then citation recall and groundedness for the methods that cite."""
+    sections = [("Accuracy (%)", "score"), ("Citation recall (%)", "citation_recall"), ("Groundedness (%)", "grounded")]
+    parts = []
+    for title, metric in sections:
+        summary = summarize(records, metric)
+        citing = {m for (_, _, m), v in summary.items() if v is not None}
+        if citing:
+            parts.append(f"{title}\n\n" + format_table({k: v for k, v in summary.items() if k[2] in citing}))
+    return "\n\n".join(parts)
 
 
 def plot_accuracy(summary: dict[tuple[str, int, str], float | None], path: Path) -> None:
