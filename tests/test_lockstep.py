@@ -44,6 +44,7 @@ def test_each_question_gets_its_own_result_equal_to_a_single_read(tokenizer, nee
     assert [r.answer for r in lockstep] == [r.answer for r in singles] == [needle.answer] * 3
     assert [r.memory for r in lockstep] == [r.memory for r in singles]
     assert all(len(r.steps) == r.num_chunks + 1 == r.usage["calls"] for r in lockstep)
+    assert [r.citations for r in lockstep] == [r.citations for r in singles] and lockstep[0].citations
 
 
 def test_a_lockstep_read_of_one_question_records_the_steps_of_a_single_read(tokenizer, needle):

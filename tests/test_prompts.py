@@ -3,7 +3,7 @@ import os
 import pytest
 
 from memagent_graph import PromptSet
-from memagent_graph.errors import PromptTemplateError
+from memagent_graph.errors import ConfigError, PromptTemplateError
 
 
 def test_default_update_prompt_orders_question_memory_section():
@@ -62,3 +62,14 @@ def test_default_layout_puts_per_question_text_before_the_section():
     first = prompts.render_update(question="Q1?", memory="m", section="THE SECTION TEXT")
     second = prompts.render_update(question="Q2?", memory="m", section="THE SECTION TEXT")
     assert len(os.path.commonprefix([first, second])) < first.index("THE SECTION TEXT")
+
+
+def test_the_verbatim_set_asks_for_word_for_word_quotes_one_per_line():
+    prompt = PromptSet.named("verbatim").render_update(question="Q?", memory="m", section="S.")
+    assert "word for word" in prompt and "one per line" in prompt
+    assert PromptSet.named("verbatim").answer == PromptSet().answer
+
+
+def test_an_unknown_prompt_set_names_the_known_ones():
+    with pytest.raises(ConfigError, match="default, section-first, verbatim"):
+        PromptSet.named("fancy")

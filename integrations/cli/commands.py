@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 _READING_OPTIONS = ("temperature", "top_p", "chunk_tokens", "memory_tokens", "answer_tokens", "memory_policy")
+_PROMPT_SETS = ("default", "section-first", "verbatim")  # `PromptSet.named` (imported when used: a fast start)
 CLI_THREAD = "memagent-ask"  # one read per checkpoint file: the file is what a user names to resume
 
 log = logging.getLogger("memagent")
@@ -125,6 +126,12 @@ def _model_options(
         "the question (default: quote on the embedded engine, generate on an endpoint)",
     )
     budget.add_argument(
+        "--prompts",
+        choices=_PROMPT_SETS,
+        help="the prompt set: default (MemAgent's), section-first (shares one prefix across questions for an "
+        "engine's prefix cache), verbatim (notes as word-for-word quotes, which the Evidence block cites exactly)",
+    )
+    budget.add_argument(
         "--temperature", type=float, help="sampling temperature (default 0.7; 0 on the embedded engine; 0 = greedy)"
     )
     budget.add_argument("--top-p", type=float)
@@ -135,6 +142,10 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     from memagent_graph.integrations.model_choice import reading_config
 
     given = {key: getattr(args, key) for key in _READING_OPTIONS if getattr(args, key) is not None}
+    if args.prompts is not None:
+        from memagent_graph.prompts import PromptSet
+
+        given["prompts"] = PromptSet.named(args.prompts)
     return reading_config(base_url=args.base_url, **{**defaults, **given})
 
 

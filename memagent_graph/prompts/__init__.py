@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memagent_graph.errors import PromptTemplateError
+from memagent_graph.errors import ConfigError, PromptTemplateError
 
 UPDATE_PLACEHOLDERS = frozenset({"question", "memory", "section"})
 ANSWER_PLACEHOLDERS = frozenset({"question", "memory"})
@@ -78,6 +78,20 @@ class PromptSet(BaseModel):
         """The update prompt with the section *before* the question and memory: calls over the same chunk
         then share one long prefix, which an engine's prefix cache (vLLM) computes once for all questions."""
         return cls(update=_bundled("update_section_first.txt"))
+
+    @classmethod
+    def verbatim(cls) -> PromptSet:
+        """The update prompt asking for notes as word-for-word quotes of the document's sentences, one per line:
+        notes the evidence tracer (`nodes.provenance`) can cite exactly."""
+        return cls(update=_bundled("update_verbatim.txt"))
+
+    @classmethod
+    def named(cls, name: str) -> PromptSet:
+        """A bundled set by name: "default", "section-first" or "verbatim"."""
+        makers = {"default": cls, "section-first": cls.section_first, "verbatim": cls.verbatim}
+        if name not in makers:
+            raise ConfigError(f"unknown prompt set {name!r}: choose from {', '.join(makers)}")
+        return makers[name]()
 
     @classmethod
     def from_files(cls, *, update: str | Path | None = None, answer: str | Path | None = None) -> PromptSet:
