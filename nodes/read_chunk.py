@@ -77,5 +77,5 @@ def _select(
             f"(fingerprint {state.get('fingerprint')} != {doc.fingerprint}); start a new thread"
         )
     cursor = update.get("cursor", state.get("cursor", 0))
-    update["chunk"] = {"index": cursor, "tokens": len(doc.chunks[cursor]), "part": doc.parts[cursor]}
+    update["chunk"] = {"index": cursor, "tokens": doc.chunk_length(cursor), "part": doc.parts[cursor]}
     return update

@@ -77,3 +77,44 @@ def test_fingerprint_changes_with_content_tokenizer_or_chunk_size(tokenizer, nee
     assert base != chunk_document(TextDocument(needle.text + "!"), tokenizer, 256).fingerprint
     assert base != chunk_document(TextDocument(needle.text), tokenizer, 257).fingerprint
     assert base != chunk_document(TextDocument(needle.text), ApproximateTokenizer(), 256).fingerprint
+
+
+class _OneShot:
+    """A source that cannot restart at a piece: chunking keeps its token ids (the reference for the index)."""
+
+    def __init__(self, source):
+        self.doc_id, self._source = source.doc_id + "-held", source
+
+    def iter_parts(self):
+        return self._source.iter_parts()
+
+
+def _sources(tmp_path):
+    rng = random.Random(11)
+    multibyte = "".join(rng.choice(["東京", "🙂", "ü", "a", " ", "\n", "Ω", "word "]) for _ in range(60_000))
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(("\r\n".join(haystack_paragraphs()[:400]) + "\r\n").encode())
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf" + "\n\n".join(haystack_paragraphs()[:300]).encode())
+    one_line = tmp_path / "one-line.txt"  # no line break: pieces end at spaces
+    one_line.write_text(" ".join(haystack_paragraphs()[:300]).replace("\n", " "))
+    return {
+        "multibyte text": TextDocument(multibyte),
+        "CRLF file": FileDocument(crlf),
+        "BOM file": FileDocument(bom),
+        "one long line": FileDocument(one_line),
+        "langchain parts": LangChainDocuments([Document(p) for p in haystack_paragraphs()[:50]]),
+    }
+
+
+@pytest.mark.parametrize("chunk_tokens", [37, 1000])
+def test_the_piece_index_gives_every_chunk_exactly_as_a_straight_encoding(tokenizer, tmp_path, chunk_tokens):
+    for name, source in _sources(tmp_path).items():
+        indexed = chunk_document(source, tokenizer, chunk_tokens)
+        held = chunk_document(_OneShot(source), tokenizer, chunk_tokens)
+        assert indexed.num_chunks == held.num_chunks > 2, name
+        assert indexed.parts == held.parts, name
+        order = list(range(indexed.num_chunks))
+        random.Random(5).shuffle(order)  # random access, then in order (remembered pieces)
+        for index in order + list(range(indexed.num_chunks)):
+            assert indexed.chunk_ids(index) == held.chunk_ids(index), (name, index)

@@ -1,19 +1,27 @@
 """Token-exact chunking: a `DocumentSource` becomes a `ChunkedDocument` of at most ``chunk_tokens`` each.
 
 Text is encoded in batches of bounded pieces (the tokenizer's parallel batch path; one giant string is
-~4x slower), token ids are kept compactly (4 bytes each) and decoded only when a chunk is read. A chunk
-boundary never splits a character: decoded chunks concatenate exactly to the decoded document.
+~4x slower), in one streaming pass. A chunk boundary never splits a character: decoded chunks concatenate
+exactly to the decoded document.
+
+What is kept is an index, not the tokens: per piece where it starts (characters, bytes, tokens), per chunk its
+first token and length. Reading chunk *i* restarts the source at its piece (`SeekableSource.pieces_from`),
+encodes that piece again (and the next, when the chunk runs into it) and slices the ids: the same ids, since
+pieces are always encoded whole. The last two encoded pieces are remembered, so a read in order encodes each
+piece once more. A source that cannot restart keeps its token ids (4 bytes each) instead.
 """
 
 from __future__ import annotations
 
 import threading
 from array import array
+from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from memagent_graph.documents.sources import ContentHasher, DocumentSource, fingerprint_of
+from memagent_graph.documents.sources import ContentHasher, DocumentSource, SeekableSource, fingerprint_of
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import EmptyDocumentError, TokenizerError
 
@@ -21,6 +29,7 @@ BATCH_PIECES = 32
 """Pieces encoded per `encode_batch` call (32 x 64 KiB: enough work to use every core)."""
 
 _LOOKAROUND = 4  # tokens decoded on each side of a boundary to detect a split character
+_REMEMBERED_PIECES = 2
 
 
 class ChunkOrigin(NamedTuple):
@@ -41,7 +50,7 @@ class ChunkedDocument:
     fingerprint: str
     chunk_tokens: int
     tokenizer: Tokenizer
-    chunks: Sequence[array]
+    tokens: ChunkTokens
     parts: Sequence[int]
     part_metadata: Sequence[Mapping[str, Any]]
     _origins: list[ChunkOrigin] = field(default_factory=list, init=False, repr=False, compare=False)
@@ -49,19 +58,23 @@ class ChunkedDocument:
 
     @property
     def num_chunks(self) -> int:
-        return len(self.chunks)
+        return len(self.parts)
 
     @property
     def num_tokens(self) -> int:
-        return sum(len(chunk) for chunk in self.chunks)
+        return sum(self.tokens.length(i) for i in range(self.num_chunks))
+
+    def chunk_length(self, index: int) -> int:
+        """Tokens in chunk ``index`` (without encoding it)."""
+        return self.tokens.length(index)
 
     def chunk_ids(self, index: int) -> list[int]:
         """Token ids of chunk ``index``."""
-        return self.chunks[index].tolist()
+        return self.tokens.ids(index)
 
     def chunk_text(self, index: int) -> str:
         """Text of chunk ``index`` (its ids decoded)."""
-        return self.tokenizer.decode(self.chunks[index].tolist())
+        return self.tokenizer.decode(self.tokens.ids(index))
 
     def chunk_metadata(self, index: int) -> Mapping[str, Any]:
         """Metadata of the original document chunk ``index`` comes from."""
@@ -88,6 +101,94 @@ class ChunkedDocument:
             return self._origins[index]
 
 
+class ChunkTokens(Protocol):
+    """Where a `ChunkedDocument` gets each chunk's token ids from."""
+
+    def ids(self, index: int) -> list[int]: ...
+
+    def length(self, index: int) -> int: ...
+
+
+@dataclass
+class HeldTokens:
+    """The ids of every chunk, kept (for sources that cannot restart at a piece)."""
+
+    chunks: list[array] = field(default_factory=list)
+
+    def add(self, ids: array, part: int, start: int) -> None:
+        self.chunks.append(ids)
+
+    def ids(self, index: int) -> list[int]:
+        return self.chunks[index].tolist()
+
+    def length(self, index: int) -> int:
+        return len(self.chunks[index])
+
+
+@dataclass
+class PieceIndex:
+    """Where every piece and chunk starts; a chunk's ids are encoded again from its piece when asked for."""
+
+    source: SeekableSource
+    tokenizer: Tokenizer
+    piece_chars: list[array] = field(default_factory=list)  # per part: each piece's first character,
+    piece_bytes: list[array] = field(default_factory=list)  # its first UTF-8 byte,
+    piece_tokens: list[array] = field(default_factory=list)  # and its first token, in the part
+    chunk_parts: array = field(default_factory=lambda: array("I"))
+    chunk_starts: array = field(default_factory=lambda: array("Q"))  # first token in the part
+    chunk_lengths: array = field(default_factory=lambda: array("I"))
+    _pieces: OrderedDict[tuple[int, int], list[int]] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_piece(self, part: int, char: int, byte: int, token: int) -> None:
+        while len(self.piece_chars) <= part:
+            self.piece_chars.append(array("Q"))
+            self.piece_bytes.append(array("Q"))
+            self.piece_tokens.append(array("Q"))
+        self.piece_chars[part].append(char)
+        self.piece_bytes[part].append(byte)
+        self.piece_tokens[part].append(token)
+
+    def add(self, ids: array, part: int, start: int) -> None:
+        self.chunk_parts.append(part)
+        self.chunk_starts.append(start)
+        self.chunk_lengths.append(len(ids))
+
+    def length(self, index: int) -> int:
+        return self.chunk_lengths[index]
+
+    def ids(self, index: int) -> list[int]:
+        part, start, length = self.chunk_parts[index], self.chunk_starts[index], self.chunk_lengths[index]
+        piece = bisect_right(self.piece_tokens[part], start) - 1
+        first = self.piece_tokens[part][piece]
+        ids: list[int] = []
+        for ids_of_piece in self._encoded(part, piece):
+            ids.extend(ids_of_piece)
+            if len(ids) >= start - first + length:
+                break
+        return ids[start - first : start - first + length]
+
+    def _encoded(self, part: int, piece: int) -> Iterator[list[int]]:
+        """The ids of the part's pieces from ``piece`` on, remembered ones first, the rest encoded again."""
+        pieces: Iterator[str] | None = None
+        for index in range(piece, len(self.piece_tokens[part])):
+            with self._lock:
+                remembered = self._pieces.get((part, index))
+            if remembered is None:
+                if pieces is None:  # restart the source at the first piece not remembered
+                    pieces = self.source.pieces_from(
+                        part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index]
+                    )
+                remembered = self.tokenizer.encode(next(pieces))
+                with self._lock:
+                    self._pieces[(part, index)] = remembered
+                    while len(self._pieces) > _REMEMBERED_PIECES:
+                        self._pieces.popitem(last=False)
+            elif pieces is not None:
+                next(pieces)  # keep the restarted source in step
+            yield remembered
+
+
 def chunk_document(
     source: DocumentSource, tokenizer: Tokenizer, chunk_tokens: int, *, doc_id: str | None = None
 ) -> ChunkedDocument:
@@ -99,38 +200,48 @@ def chunk_document(
     if chunk_tokens <= 0:
         raise ValueError("chunk_tokens must be positive")
     hasher = ContentHasher()
-    chunks: list[array] = []
+    tokens: HeldTokens | PieceIndex = (
+        PieceIndex(source, tokenizer) if isinstance(source, SeekableSource) else HeldTokens()
+    )
     parts: list[int] = []
     metadata: list[Mapping[str, Any]] = []
     has_text = False
     for part_index, part in enumerate(source.iter_parts()):
         hasher.start_part(part.metadata)
         metadata.append(dict(part.metadata))
-        buffer = array("I")
+        buffer, buffer_start, position = array("I"), 0, 0  # buffer[0] is token buffer_start of the part
+        char = byte = 0
         for ids, text in _encoded_batches(part.pieces, tokenizer):
             hasher.add(text)
             has_text = has_text or not text.isspace()
+            if isinstance(tokens, PieceIndex):
+                tokens.add_piece(part_index, char, byte, buffer_start + len(buffer))
+            char, byte = char + len(text), byte + len(text.encode("utf-8"))
+            if position:  # drop the tokens of chunks already cut (once per piece, not once per chunk)
+                del buffer[:position]
+                buffer_start, position = buffer_start + position, 0
             buffer.extend(ids)
-            while len(buffer) > chunk_tokens + _LOOKAROUND:
-                cut = _safe_cut(tokenizer, buffer, chunk_tokens)
-                chunks.append(buffer[:cut])
+            while len(buffer) - position > chunk_tokens + _LOOKAROUND:
+                cut = _safe_cut(tokenizer, buffer, position, chunk_tokens)
+                tokens.add(buffer[position : position + cut], part_index, buffer_start + position)
                 parts.append(part_index)
-                buffer = buffer[cut:]
-        while buffer:
-            cut = _safe_cut(tokenizer, buffer, chunk_tokens) if len(buffer) > chunk_tokens else len(buffer)
-            chunks.append(buffer[:cut])
+                position += cut
+        while position < len(buffer):
+            left = len(buffer) - position
+            cut = _safe_cut(tokenizer, buffer, position, chunk_tokens) if left > chunk_tokens else left
+            tokens.add(buffer[position : position + cut], part_index, buffer_start + position)
             parts.append(part_index)
-            buffer = buffer[cut:]
+            position += cut
     if not has_text:
         raise EmptyDocumentError(f"document {doc_id!r} is empty (no text to read)")
-    if not chunks:
+    if not parts:
         raise TokenizerError(f"tokenizer {tokenizer.name!r} produced no tokens for document {doc_id!r}")
     return ChunkedDocument(
         doc_id=doc_id,
         fingerprint=fingerprint_of(hasher.hexdigest(), tokenizer.name, chunk_tokens),
         chunk_tokens=chunk_tokens,
         tokenizer=tokenizer,
-        chunks=chunks,
+        tokens=tokens,
         parts=parts,
         part_metadata=metadata,
     )
@@ -159,11 +270,13 @@ def _encode(batch: list[str], tokenizer: Tokenizer) -> Iterator[tuple[list[int],
     yield from zip(encoded, batch, strict=True)
 
 
-def _safe_cut(tokenizer: Tokenizer, ids: array, cut: int) -> int:
-    """The largest cut <= ``cut`` that does not split a multi-byte character between two tokens."""
+def _safe_cut(tokenizer: Tokenizer, ids: array, start: int, cut: int) -> int:
+    """The largest cut <= ``cut`` tokens after ``start`` that does not split a multi-byte character between two
+    tokens."""
     for candidate in range(cut, max(cut - _LOOKAROUND, 0), -1):
-        left = ids[max(candidate - _LOOKAROUND, 0) : candidate].tolist()
-        right = ids[candidate : candidate + _LOOKAROUND].tolist()
+        at = start + candidate
+        left = ids[max(at - _LOOKAROUND, start) : at].tolist()
+        right = ids[at : at + _LOOKAROUND].tolist()
         if tokenizer.decode(left) + tokenizer.decode(right) == tokenizer.decode(left + right):
             return candidate
     return cut

@@ -48,9 +48,22 @@ class DocumentSource(Protocol):
     def iter_parts(self) -> Iterator[DocumentPart]: ...
 
 
-def split_pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
-    """Cut ``text`` into pieces of about ``size`` characters, ending at a line break (or a space) when possible."""
-    start, end = 0, len(text)
+@runtime_checkable
+class SeekableSource(DocumentSource, Protocol):
+    """A source that can restart a part at one of its pieces: chunking then keeps where each chunk starts
+    instead of its token ids, and a chunk is encoded again when it is read (memory stays flat at any length)."""
+
+    def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        """The pieces of part ``part`` from the piece that starts ``char`` characters (``byte`` UTF-8 bytes) into
+        its text: the same pieces `iter_parts` yields from there on."""
+        ...
+
+
+def split_pieces(text: str, size: int = PIECE_CHARS, *, start: int = 0) -> Iterator[str]:
+    """Cut ``text`` (from character ``start``) into pieces of about ``size`` characters, ending at a line break
+    (or a space) when possible. Each cut depends only on the text after the previous one, so cutting again from
+    any piece's start gives the same pieces from there."""
+    end = len(text)
     while start < end:
         stop = min(start + size, end)
         if stop < end:
@@ -109,6 +122,9 @@ class TextDocument:
     def iter_parts(self) -> Iterator[DocumentPart]:
         yield DocumentPart(self.metadata, split_pieces(self.text))
 
+    def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        return split_pieces(self.text, start=char)
+
 
 class FileDocument:
     """A UTF-8 text file, streamed from disk in 1 MiB blocks each time it is read.
@@ -125,10 +141,17 @@ class FileDocument:
     def iter_parts(self) -> Iterator[DocumentPart]:
         yield DocumentPart({"source": str(self.path)}, self._pieces())
 
-    def _pieces(self) -> Iterator[str]:
+    def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        return self._pieces(byte)
+
+    def _pieces(self, start: int = 0) -> Iterator[str]:
+        """The file's pieces from ``start`` bytes into its text (a piece boundary; the BOM is not counted)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
         offset, pending = 0, ""
         with _open(self.path) as handle:
+            if start:
+                handle.seek(start + _bom_length(handle))
+                offset = handle.tell()
             while raw := handle.read(_READ_BYTES):
                 block = _strip_bom(self.path, raw) if offset == 0 else raw
                 skipped = len(raw) - len(block)  # a stripped BOM still counts in byte offsets
@@ -160,6 +183,15 @@ class FileDocument:
 
     def __repr__(self) -> str:
         return f"FileDocument({str(self.path)!r})"
+
+
+def _bom_length(handle: Any) -> int:
+    """Bytes of a UTF-8 byte-order mark at the start of the open file ``handle`` (its position is kept)."""
+    position = handle.tell()
+    handle.seek(0)
+    head = handle.read(len(codecs.BOM_UTF8))
+    handle.seek(position)
+    return len(codecs.BOM_UTF8) if head == codecs.BOM_UTF8 else 0
 
 
 def _strip_bom(path: Path, block: bytes) -> bytes:
@@ -209,3 +241,6 @@ class LangChainDocuments:
     def iter_parts(self) -> Iterator[DocumentPart]:
         for document in self.documents:
             yield DocumentPart(dict(document.metadata), split_pieces(document.page_content))
+
+    def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        return split_pieces(self.documents[part].page_content, start=char)
