@@ -179,7 +179,7 @@ class PieceIndex:
                     pieces = self.source.pieces_from(
                         part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index]
                     )
-                remembered = self.tokenizer.encode(next(pieces))
+                remembered = self.tokenizer.encode_batch([next(pieces)])[0]  # as chunking encoded it
                 with self._lock:
                     self._pieces[(part, index)] = remembered
                     while len(self._pieces) > _REMEMBERED_PIECES:
