@@ -154,3 +154,20 @@ def test_memagent_eval_runs_with_the_embedded_engine(tmp_path):
     saved = json.loads((tmp_path / "results.json").read_text())
     assert [r["method"] for r in saved["records"]] == ["memagent", "bm25"]
     assert (tmp_path / "accuracy.png").is_file()
+
+
+def test_groundedness_accepts_a_reworded_answer_and_rejects_an_invented_one():
+    from memagent_graph.training.data.tasks import Task
+    from memagent_graph.training.eval.baselines import Reading
+    from memagent_graph.training.eval.evaluation import citation_scores
+
+    fact = "One of the special magic numbers for calm-river is: 4417001."
+    task = Task(
+        "What is the special magic number for calm-river?", f"Filler words.\n{fact}\nMore.", ["4417001"], (fact,)
+    )
+    cited = Reading("", ((14, 14 + len(fact)),))
+    reworded = "The special magic number for calm-river mentioned in the provided text is 4417001."
+    assert citation_scores(cited, reworded, task) == (1.0, 1.0)
+    assert citation_scores(cited, "The number is 9999999.", task) == (1.0, 0.0)
+    assert citation_scores(Reading("", ((0, 5),)), reworded, task) == (0.0, 0.0)  # cited the filler only
+    assert citation_scores(Reading(""), reworded, task) == (None, None)  # a method that does not cite

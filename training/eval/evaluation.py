@@ -52,7 +52,9 @@ class EvalRecord:
     citation_recall: float | None = None
     """Share of the task's evidence sentences a cited span overlaps; None: no citations or no evidence."""
     grounded: float | None = None
-    """1.0 when the answer occurs in a cited span, else 0.0; None when the method does not cite."""
+    """1.0 when one cited span holds every word the answer states (its words not in the question, nor filler
+    such as "the final answer is"): a reworded reply counts, a made-up name or number does not; else 0.0. None
+    when the method does not cite."""
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -190,8 +192,16 @@ def citation_scores(reading: Reading | None, answer: str | None, task: Task) -> 
     document, cited = task.document, reading.cited
     gold = [(at, at + len(s)) for s in task.evidence if (at := document.find(s)) >= 0]
     recall = sum(any(a < end and start < b for a, b in cited) for start, end in gold) / len(gold) if gold else None
-    grounded = bool(answer) and any(answer.lower() in document[a:b].lower() for a, b in cited)
+    stated = _words(answer or "") - _words(task.question) - _FILLER_WORDS
+    grounded = bool(stated) and any(stated <= _words(document[a:b]) for a, b in cited)
     return recall, float(grounded)
+
+
+_FILLER_WORDS = frozenset({"the", "and", "was", "were", "are", "is", "answer", "final", "text", "provided", "that"})
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in re.findall(r"\w+", text.lower()) if len(word) > 1}
 
 
 Metric = Literal["score", "citation_recall", "grounded"]
