@@ -197,7 +197,10 @@ def citation_scores(reading: Reading | None, answer: str | None, task: Task) -> 
     return recall, float(grounded)
 
 
-_FILLER_WORDS = frozenset({"the", "and", "was", "were", "are", "is", "answer", "final", "text", "provided", "that"})
+_FILLER_WORDS = frozenset(
+    "the an and or of in on at to by as is are was were be it its that this which answer final text provided "
+    "mentioned document given".split()
+)  # words a reply adds around its answer ("the final answer mentioned in the provided text is ...")
 
 
 def _words(text: str) -> set[str]:
