@@ -100,7 +100,7 @@ class MemAgent:
         return text[start:end], origin.char + start
 
     def _prepare(
-        self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None
+        self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None, *, progress: bool = True
     ) -> tuple[RunnableConfig, dict[str, Any]]:
         """The run config (thread id, recursion limit) and the graph keyword arguments of one read."""
         config = config or {}
@@ -109,7 +109,7 @@ class MemAgent:
             "configurable": {**config.get("configurable", {}), "thread_id": thread_id or uuid.uuid4().hex},
             "recursion_limit": recursion_limit_for(chunked.num_chunks),
         }
-        options: dict[str, Any] = {"stream_mode": ["updates", "custom"]}
+        options: dict[str, Any] = {"stream_mode": ["updates", "custom"] if progress else ["updates"]}
         if self.checkpointer is not None:
             options["durability"] = "sync"  # survives a hard kill after any completed chunk
         return run_config, options
@@ -180,16 +180,19 @@ class MemAgent:
         settings: RunSettings | None = None,
         config: RunnableConfig | None = None,
         stop: threading.Event | None = None,
+        progress: bool = True,
     ) -> Iterator[ProgressEvent | MemAgentResult]:
         """Yield progress events (dicts with ``type == "memagent.progress"``), then the `MemAgentResult`.
 
         When ``stop`` is set, the read stops once the current chunk is done (and saved, with a checkpointer)
-        and raises `ReadStopped`; the same call on the same thread resumes it.
+        and raises `ReadStopped`; the same call on the same thread resumes it. ``progress=False`` yields the
+        result alone, and runs faster: without a custom stream to serve, LangGraph runs each node in the
+        calling thread instead of handing it to a worker thread.
         """
         self._checks.check_questions([question])
         started = time.perf_counter()
         chunked = self.chunk(document)
-        run_config, options = self._prepare(chunked, thread_id, config)
+        run_config, options = self._prepare(chunked, thread_id, config, progress=progress)
         snapshot = self.graph.get_state(run_config) if self.checkpointer is not None else None
         graph_input = self._input(self._read_input(question, chunked, settings), snapshot, run_config, chunked)
         run = _RunRecord()
@@ -210,12 +213,13 @@ class MemAgent:
         settings: RunSettings | None = None,
         config: RunnableConfig | None = None,
         stop: threading.Event | None = None,
+        progress: bool = True,
     ) -> AsyncIterator[ProgressEvent | MemAgentResult]:
         """Async `stream` (needs an async checkpointer, e.g. ``AsyncSqliteSaver``, if any)."""
         await asyncio.to_thread(self._checks.check_questions, [question])  # tokenizer work may be blocking I/O
         started = time.perf_counter()
         chunked = await asyncio.to_thread(self.chunk, document)
-        run_config, options = self._prepare(chunked, thread_id, config)
+        run_config, options = self._prepare(chunked, thread_id, config, progress=progress)
         snapshot = await self.graph.aget_state(run_config) if self.checkpointer is not None else None
         graph_input = self._input(self._read_input(question, chunked, settings), snapshot, run_config, chunked)
         run = _RunRecord()
@@ -232,13 +236,13 @@ class MemAgent:
 
     def invoke(self, question: str, document: Document, **options: Any) -> MemAgentResult:
         """Read ``document`` and answer ``question`` (options as in `stream`)."""
-        *_, result = self.stream(question, document, **options)
+        *_, result = self.stream(question, document, progress=False, **options)
         return result
 
     async def ainvoke(self, question: str, document: Document, **options: Any) -> MemAgentResult:
         """Async `invoke`."""
         result = None
-        async for item in self.astream(question, document, **options):
+        async for item in self.astream(question, document, progress=False, **options):
             result = item
         return result
 

@@ -9,6 +9,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.hotpotqa import closed_book_filter, load_hotpotqa, synthesize_hotpotqa
+from memagent_graph.training.eval.baselines import Reading
 
 
 def _question(number: int) -> dict:
@@ -105,7 +106,7 @@ def test_evaluation_reads_synthesized_hotpotqa_documents_and_scores_by_substring
     from memagent_graph.training.eval.evaluation import evaluate
 
     questions = load_hotpotqa(hotpot_file)
-    readers = {"always-town0": lambda question, document: "It is \\boxed{the Town0}"}
+    readers = {"always-town0": lambda question, document: Reading("It is \\boxed{the Town0}")}
     records = evaluate(
         ["hotpotqa"], [1000], samples=2, readers=readers, tokenizer=embedded_tokenizer, hotpotqa=questions
     )
