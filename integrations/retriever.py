@@ -3,11 +3,11 @@ that reads the documents another retriever found into one question-specific memo
 
 Both return the source passages the answer was read from, best first: one `Document` per citation, its text
 as in the original with ``context_chars`` around it (within the chunk read), and metadata ``source`` (the
-file or the original document's ``source``), ``start_index`` (where ``page_content`` starts in it, as
-LangChain's text splitters say), ``line``, ``chunk``, ``score``, ``kind="passage"``. Then, unless
-``include_memory=False``, the memory itself: bounded by ``memory_tokens`` however long the input was, with
-``kind="memory"``, ``doc_id``, ``num_chunks``, ``answer``, ``answer_source``, ``thread_id`` and
-``unsupported`` (its spans found nowhere in the input). Every document has ``retriever="memagent"``.
+file or the original document's ``source``), ``part`` (which input document), ``start_index`` (where
+``page_content`` starts in it, as LangChain's text splitters say), ``line``, ``chunk``, ``score``,
+``kind="passage"``. Then, unless ``include_memory=False``, the memory itself: bounded by ``memory_tokens``
+however long the input was, with ``kind="memory"``, ``doc_id``, ``num_chunks``, ``answer``, ``answer_source``,
+``thread_id`` and ``unsupported`` (its spans found nowhere in the input). Every document has ``retriever="memagent"``.
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def _documents(
         text, start = agent.passage(citation, context_chars=context_chars)
         metadata = {
             "source": citation["source"] or citation["doc_id"],
+            "part": citation["part"],
             "start_index": start,
             "line": citation["line"],
             "chunk": citation["chunk"],

@@ -10,6 +10,7 @@ first use (PEP 562), so ``import memagent_graph`` and the CLI start fast.
 
 from __future__ import annotations
 
+import os
 import pkgutil
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,10 @@ from memagent_graph.lazy_exports import lazy_attributes
 
 # A Ray worker on another environment's Python (the vLLM rollout actors) gets the driver's folder first on its
 # path; from a source checkout that is this folder without `nodes`, `integrations` and `training` (an editable
-# install maps them from beside it): the package's other folders on the path complete it
-# (`integrations.models.vllm_environment.package_links`).
-__path__ = pkgutil.extend_path(__path__, __name__)
+# install maps them from beside it): there, and only there, the package's links on the path complete it
+# (`integrations.models.vllm_environment.package_links` sets MEMAGENT_PACKAGE_LINKS).
+if os.environ.get("MEMAGENT_PACKAGE_LINKS"):
+    __path__ = pkgutil.extend_path(__path__, __name__)
 
 _EXPORTS = {
     "MemAgent": "memagent_graph.agent",

@@ -236,13 +236,13 @@ class MemAgent:
 
     def invoke(self, question: str, document: Document, **options: Any) -> MemAgentResult:
         """Read ``document`` and answer ``question`` (options as in `stream`)."""
-        *_, result = self.stream(question, document, progress=False, **options)
+        *_, result = self.stream(question, document, **{**options, "progress": False})
         return result
 
     async def ainvoke(self, question: str, document: Document, **options: Any) -> MemAgentResult:
         """Async `invoke`."""
         result = None
-        async for item in self.astream(question, document, progress=False, **options):
+        async for item in self.astream(question, document, **{**options, "progress": False}):
             result = item
         return result
 

@@ -55,6 +55,10 @@ class EmptyDocumentError(DocumentError):
     """The document holds no text (empty or whitespace only)."""
 
 
+class DocumentChangedError(DocumentError):
+    """The document changed on disk (or in memory) after it was chunked."""
+
+
 class FingerprintMismatchError(DocumentError):
     """A checkpointed run is being resumed with a different document or settings."""
 

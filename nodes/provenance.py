@@ -22,6 +22,7 @@ from memagent_graph.state import MemorySpan, Source
 MIN_SPAN_CHARS = 8  # shorter fragments ("Yes.", list bullets) are not claims worth tracing
 MAX_SOURCES = 3  # per memory span: the best ones (a fact repeated in many chunks keeps its best three)
 MAX_CITATIONS = 5
+SHORT_ANSWER_CHARS = 24  # answers this short must appear word for word in a span to cite it
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSE_BREAK = re.compile(r"\s*[;,:]\s+|\s+and\s+")
@@ -70,7 +71,7 @@ def _sources(
         if hit is not None:
             found.append(_chunk_source(chunk, hit.dest_start, hit.dest_end, hit.score))
     for span in previous:
-        if span["sources"] and (score := _similarity(needle, span["text"].lower())) >= min_score:
+        if span["sources"] and (score := _similarity(text.lower(), span["text"].lower())) >= min_score:
             found.extend({**source, "score": min(score, source["score"])} for source in span["sources"])
     return _best(found, MAX_SOURCES)
 
@@ -84,7 +85,7 @@ def _similarity(needle: str, text: str) -> float:
 def _chunk_source(chunk: ReadChunk, start: int, end: int, score: float) -> Source:
     """A source at characters ``start:end`` of the chunk, as offsets in its part (the original document)."""
     origin, text = chunk.origin, chunk.text
-    byte_start = origin.byte + len(text[:start].encode("utf-8"))
+    byte_start = origin.byte + len(text[:start].encode("utf-8", "surrogatepass"))
     return {
         "doc_id": chunk.doc_id,
         "source": chunk.source,
@@ -93,7 +94,7 @@ def _chunk_source(chunk: ReadChunk, start: int, end: int, score: float) -> Sourc
         "start": origin.char + start,
         "end": origin.char + end,
         "byte_start": byte_start,
-        "byte_end": byte_start + len(text[start:end].encode("utf-8")),
+        "byte_end": byte_start + len(text[start:end].encode("utf-8", "surrogatepass")),
         "line": origin.line + text.count("\n", 0, start),
         "score": round(score, 1),
     }
@@ -115,7 +116,15 @@ def cite(answer: str, spans: Sequence[MemorySpan], *, min_score: float) -> tuple
     supporting = [
         source
         for span in spans
-        if key and span["sources"] and fuzz.partial_ratio(key, span["text"].lower()) >= min_score
+        if key and span["sources"] and _holds(span["text"].lower(), key, min_score)
         for source in span["sources"]
     ]
     return _best(supporting, MAX_CITATIONS), [span["text"] for span in spans if not span["sources"]]
+
+
+def _holds(span: str, answer: str, min_score: float) -> bool:
+    """Whether a memory span holds the answer: a short answer (a number, a name) as whole words, where one
+    differing character matters ("1990" is not "1999"); a longer one by the alignment score."""
+    if len(answer) <= SHORT_ANSWER_CHARS:
+        return re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", span) is not None
+    return fuzz.partial_ratio(answer, span) >= min_score

@@ -118,3 +118,14 @@ def test_the_piece_index_gives_every_chunk_exactly_as_a_straight_encoding(tokeni
         random.Random(5).shuffle(order)  # random access, then in order (remembered pieces)
         for index in order + list(range(indexed.num_chunks)):
             assert indexed.chunk_ids(index) == held.chunk_ids(index), (name, index)
+
+
+def test_a_file_changed_after_chunking_is_refused_when_read(tokenizer, tmp_path):
+    from memagent_graph.errors import DocumentChangedError
+
+    path = tmp_path / "doc.txt"
+    path.write_text("\n".join(haystack_paragraphs()[:400]))
+    chunked = chunk_document(FileDocument(path), tokenizer, 500)
+    path.write_text("\n".join(haystack_paragraphs()[:400]).replace("the", "a"))  # same file, other text
+    with pytest.raises(DocumentChangedError, match="changed after it was chunked"):
+        chunked.chunk_ids(chunked.num_chunks - 1)

@@ -193,3 +193,13 @@ def test_a_passage_is_the_cited_text_with_context_from_its_chunk(tmp_path, token
     passage, start = agent.passage(result.citations[0], context_chars=20)
     assert FACT in passage and len(FACT) < len(passage) <= len(FACT) + 40
     assert text[start : start + len(passage)] == passage
+
+
+def test_a_short_answer_is_cited_only_where_it_appears_word_for_word():
+    from memagent_graph.nodes.provenance import cite
+
+    source = {"doc_id": "d", "source": None, "part": 0, "chunk": 0, "start": 0, "end": 9, "byte_start": 0,
+              "byte_end": 9, "line": 1, "score": 100.0}  # fmt: skip
+    spans = [{"text": "He was born in 1999.", "sources": [source]}]
+    assert cite("1990", spans, min_score=75)[0] == []  # one digit off: not this span's answer
+    assert cite("1999", spans, min_score=75)[0] == [source]

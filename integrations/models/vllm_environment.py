@@ -202,5 +202,5 @@ def vllm_ray_runtime_env(links: Path, *, venv: Path | None = None) -> dict[str, 
         )
     return {
         "py_executable": str(python),
-        "env_vars": {**vllm_cpu_settings(), "PYTHONPATH": str(package_links(links))},
+        "env_vars": {**vllm_cpu_settings(), "PYTHONPATH": str(package_links(links)), "MEMAGENT_PACKAGE_LINKS": "1"},
     }

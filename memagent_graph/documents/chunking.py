@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from memagent_graph.documents.sources import ContentHasher, DocumentSource, SeekableSource, fingerprint_of
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.errors import EmptyDocumentError, TokenizerError
+from memagent_graph.errors import DocumentChangedError, EmptyDocumentError, TokenizerError
 
 BATCH_PIECES = 32
 """Pieces encoded per `encode_batch` call (32 x 64 KiB: enough work to use every core)."""
@@ -94,7 +94,7 @@ class ChunkedDocument:
                     ChunkOrigin(
                         previous.part,
                         previous.char + len(text),
-                        previous.byte + len(text.encode("utf-8")),
+                        previous.byte + len(text.encode("utf-8", "surrogatepass")),
                         previous.line + text.count("\n"),
                     )
                 )
@@ -179,14 +179,31 @@ class PieceIndex:
                     pieces = self.source.pieces_from(
                         part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index]
                     )
-                remembered = self.tokenizer.encode_batch([next(pieces)])[0]  # as chunking encoded it
+                remembered = self.tokenizer.encode_batch([next(pieces, "")])[0]  # as chunking encoded it
+                if len(remembered) != self._piece_length(part, index):
+                    raise DocumentChangedError(
+                        f"{getattr(self.source, 'doc_id', 'the document')} changed after it was chunked (piece "
+                        f"{index} now has {len(remembered)} tokens, not {self._piece_length(part, index)}); "
+                        "start a new read of the document as it is now"
+                    )
                 with self._lock:
                     self._pieces[(part, index)] = remembered
                     while len(self._pieces) > _REMEMBERED_PIECES:
                         self._pieces.popitem(last=False)
             elif pieces is not None:
-                next(pieces)  # keep the restarted source in step
+                next(pieces, "")  # keep the restarted source in step
             yield remembered
+
+    def _piece_length(self, part: int, index: int) -> int:
+        """Tokens of the part's piece ``index`` when it was chunked."""
+        starts = self.piece_tokens[part]
+        end = starts[index + 1] if index + 1 < len(starts) else self._part_end(part)
+        return end - starts[index]
+
+    def _part_end(self, part: int) -> int:
+        """The token count of part ``part`` (where its last chunk ends)."""
+        last = max(i for i, p in enumerate(self.chunk_parts) if p == part)
+        return self.chunk_starts[last] + self.chunk_lengths[last]
 
 
 def chunk_document(
@@ -216,7 +233,7 @@ def chunk_document(
             has_text = has_text or not text.isspace()
             if isinstance(tokens, PieceIndex):
                 tokens.add_piece(part_index, char, byte, buffer_start + len(buffer))
-            char, byte = char + len(text), byte + len(text.encode("utf-8"))
+            char, byte = char + len(text), byte + len(text.encode("utf-8", "surrogatepass"))
             if position:  # drop the tokens of chunks already cut (once per piece, not once per chunk)
                 del buffer[:position]
                 buffer_start, position = buffer_start + position, 0

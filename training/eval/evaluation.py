@@ -50,11 +50,12 @@ class EvalRecord:
     score: float | None
     seconds: float
     citation_recall: float | None = None
-    """Share of the task's evidence sentences a cited span overlaps; None: no citations or no evidence."""
+    """Share of the task's evidence sentences a cited span overlaps; None: the method does not cite, or the task
+    has no evidence sentences."""
     grounded: float | None = None
     """1.0 when one cited span holds every word the answer states (its words not in the question, nor filler
     such as "the final answer is"): a reworded reply counts, a made-up name or number does not; else 0.0. None
-    when the method does not cite."""
+    when the method does not cite, or the answer states nothing beyond the question."""
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -193,8 +194,9 @@ def citation_scores(reading: Reading | None, answer: str | None, task: Task) -> 
     gold = [(at, at + len(s)) for s in task.evidence if (at := document.find(s)) >= 0]
     recall = sum(any(a < end and start < b for a, b in cited) for start, end in gold) / len(gold) if gold else None
     stated = _words(answer or "") - _words(task.question) - _FILLER_WORDS
-    grounded = bool(stated) and any(stated <= _words(document[a:b]) for a, b in cited)
-    return recall, float(grounded)
+    if not stated:  # the answer says nothing the question did not: nothing to ground
+        return recall, None
+    return recall, float(any(stated <= _words(document[a:b]) for a, b in cited))
 
 
 _FILLER_WORDS = frozenset(
@@ -204,7 +206,7 @@ _FILLER_WORDS = frozenset(
 
 
 def _words(text: str) -> set[str]:
-    return {word for word in re.findall(r"\w+", text.lower()) if len(word) > 1}
+    return {word for word in re.findall(r"\w+", text.lower()) if len(word) > 1 or word.isdigit()}
 
 
 Metric = Literal["score", "citation_recall", "grounded"]

@@ -208,7 +208,8 @@ class TorchLearner:
             with torch.no_grad():
                 entropy = entropy_from_logits(logits.detach())
                 stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
-                gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask).max())
+                sampled = torch.tensor([[call.logprobs is not None] for call in rows], dtype=logprobs.dtype)
+                gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask * sampled).max())
                 stats["logprob_gap"] = max(stats["logprob_gap"], gap)
         return stats
 
