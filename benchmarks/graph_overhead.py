@@ -1,7 +1,8 @@
 """Graph overhead per chunk: MemAgent (LangGraph) vs a plain Python loop calling the same fake model.
 
-Both do the same work per chunk (render the prompt, call the model, enforce the budget); the difference is
-what LangGraph adds. Also measured: a SqliteSaver file checkpointer with durability="sync".
+Both do the same work per chunk (decode the chunk, render the prompt, call the model, enforce the budget, trace
+the memory to the chunk); the difference is what the graph adds. Also measured: a SqliteSaver file
+checkpointer with durability="sync".
 
     python benchmarks/graph_overhead.py [--chunks 500]
 """
@@ -20,6 +21,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.nodes import enforce_memory_budget, extract_answer
+from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=1000, memory_tokens=256, temperature=0.0)
@@ -27,12 +29,15 @@ CONFIG = MemAgentConfig(chunk_tokens=1000, memory_tokens=256, temperature=0.0)
 
 def plain_loop(model: RuleMemoryModel, agent: MemAgent, question: str, document: TextDocument) -> str:
     chunked = agent.chunk(document)
-    memory = ""
+    memory, evidence = "", []
     bound = model.bind(max_tokens=CONFIG.memory_tokens, temperature=0.0, top_p=CONFIG.top_p)
     for index in range(chunked.num_chunks):
-        prompt = CONFIG.prompts.render_update(question=question, memory=memory, section=chunked.chunk_text(index))
+        text = chunked.chunk_text(index)
+        prompt = CONFIG.prompts.render_update(question=question, memory=memory, section=text)
         reply = bound.invoke([HumanMessage(prompt)]).text
         memory = enforce_memory_budget(reply, previous=memory, tokenizer=agent.tokenizer, budget=256).text
+        chunk = ReadChunk(chunked.doc_id, index, text, chunked.chunk_origin(index), None)
+        evidence = trace_memory(memory, chunk=chunk, previous=evidence, min_score=CONFIG.evidence_min_score)
     answer = bound.invoke([HumanMessage(CONFIG.prompts.render_answer(question=question, memory=memory))]).text
     return extract_answer(answer)[0]
 
