@@ -1,8 +1,8 @@
 """Graph overhead per chunk: MemAgent (LangGraph) vs a plain Python loop calling the same fake model.
 
 Both do the same work per chunk (decode the chunk, render the prompt, call the model, enforce the budget, trace
-the memory to the chunk); the difference is what the graph adds. Also measured: a SqliteSaver file
-checkpointer with durability="sync".
+the memory to the chunk); the difference is what the graph adds. Also measured: a SQLite file checkpointer
+(`open_checkpoint_db`) with durability="sync", with and without a disk flush per step.
 
     python benchmarks/graph_overhead.py [--chunks 500]
 """
@@ -10,16 +10,15 @@ checkpointer with durability="sync".
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
 
 from common import benchmark_tokenizer, haystack_text, save
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.checkpoints import open_checkpoint_db
 from memagent_graph.nodes import enforce_memory_budget, extract_answer
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.testing import RuleMemoryModel
@@ -64,12 +63,13 @@ def main() -> None:
         "MemAgent.invoke (no checkpointer)": timed(lambda: agent.invoke(question, document)),
     }
     with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "checkpoints.db"
-        connection = sqlite3.connect(db, check_same_thread=False)
-        saved = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=SqliteSaver(connection))
-        rows["MemAgent.invoke (SqliteSaver file, sync)"] = timed(lambda: saved.invoke(question, document))
-        connection.close()
-        db_mb = db.stat().st_size / 1e6
+        for fsync in (False, True):
+            db = Path(folder) / f"checkpoints-{fsync}.db"
+            with open_checkpoint_db(db, fsync=fsync) as saver:
+                saved = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=saver)
+                name = f"MemAgent.invoke (SQLite file, sync, {'fsync' if fsync else 'no fsync'})"
+                rows[name] = timed(lambda agent=saved: agent.invoke(question, document))
+            db_mb = db.stat().st_size / 1e6
     base = rows["plain loop"]
     result = {
         "chunks": chunks,
