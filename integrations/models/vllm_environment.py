@@ -13,6 +13,7 @@ the same code.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -174,17 +175,19 @@ def package_links(folder: Path) -> Path:
     ``nodes``, ``integrations`` and ``training`` from other folders), for another environment's ``sys.path``.
     Returns ``folder``."""
     import memagent_graph
-    from memagent_graph import integrations, nodes, training
 
     package = folder / "memagent_graph"
     package.mkdir(parents=True, exist_ok=True)
     for entry in Path(memagent_graph.__path__[0]).iterdir():
         if entry.name != "__pycache__":
             (package / entry.name).symlink_to(entry)
-    for subpackage in (training, nodes, integrations):
-        link = package / subpackage.__name__.rsplit(".", 1)[1]
+    for name in ("training", "nodes", "integrations"):
+        link = package / name
         if not link.exists():  # an installed wheel has them inside the package already
-            link.symlink_to(Path(subpackage.__path__[0]))
+            # located, not imported: this layer does not import the training layer
+            spec = importlib.util.find_spec(f"memagent_graph.{name}")
+            assert spec is not None and spec.submodule_search_locations, name
+            link.symlink_to(Path(list(spec.submodule_search_locations)[0]))
     return folder
 
 
