@@ -22,9 +22,12 @@ from memagent_graph.state import MemorySpan, Source
 MIN_SPAN_CHARS = 8  # shorter fragments ("Yes.", list bullets) are not claims worth tracing
 MAX_SOURCES = 3  # per memory span: the best ones (a fact repeated in many chunks keeps its best three)
 MAX_CITATIONS = 5
+WIDEN_CHARS = 200  # how far a cited window may grow to reach its sentence's ends
 SHORT_ANSWER_CHARS = 24  # answers this short must appear word for word in a span to cite it
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_START = re.compile(r"\n|\s[.!?]")  # searched in the reversed text before a window
+_SENTENCE_STOP = re.compile(r"[.!?](?=\s|$)|\n")
 _CLAUSE_BREAK = re.compile(r"\s*[;,:]\s+|\s+and\s+")
 
 
@@ -83,8 +86,10 @@ def _similarity(needle: str, text: str) -> float:
 
 
 def _chunk_source(chunk: ReadChunk, start: int, end: int, score: float) -> Source:
-    """A source at characters ``start:end`` of the chunk, as offsets in its part (the original document)."""
+    """A source at characters ``start:end`` of the chunk, widened to the sentence or line it lies in, as offsets
+    in its part (the original document)."""
     origin, text = chunk.origin, chunk.text
+    start, end = _widened(text, start, end)
     byte_start = origin.byte + len(text[:start].encode("utf-8", "surrogatepass"))
     return {
         "doc_id": chunk.doc_id,
@@ -98,6 +103,21 @@ def _chunk_source(chunk: ReadChunk, start: int, end: int, score: float) -> Sourc
         "line": origin.line + text.count("\n", 0, start),
         "score": round(score, 1),
     }
+
+
+def _widened(text: str, start: int, end: int) -> tuple[int, int]:
+    """``start:end`` grown to whole sentences (or lines), at most `WIDEN_CHARS` on each side: the aligned window
+    is as long as the memory's wording, which may be shorter than the document's ("... is 7741" against "One of
+    the numbers ... is: 7741"), and would cut the source's end off."""
+    before = _SENTENCE_START.search(text[max(start - WIDEN_CHARS, 0) : start][::-1])
+    after = _SENTENCE_STOP.search(text, end, min(end + WIDEN_CHARS, len(text)))
+    start = start - before.start() if before else max(start - WIDEN_CHARS, 0) if start else 0
+    end = after.end() if after else min(end + WIDEN_CHARS, len(text))
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    while start < end and text[start].isspace():
+        start += 1
+    return start, end
 
 
 def _best(sources: Iterable[Source], limit: int) -> list[Source]:
