@@ -164,7 +164,7 @@ def test_memory_not_smaller_than_chunk(memagent, doc):
 
 def test_unreachable_endpoint(memagent, doc):
     _assert_one_line_error(
-        memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+        memagent("ask", str(doc), "q", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--max-attempts", "1"),
         "cannot reach the model endpoint",
     )
 

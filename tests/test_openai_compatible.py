@@ -49,8 +49,8 @@ def test_model_defaults_to_the_servers_only_model():
         assert openai_compatible(server.base_url).model_name == "smol"
 
 
-def _ask(model, tokenizer):
-    return MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke("q?", TextDocument("Some text."))
+def _ask(model, tokenizer, config=CONFIG):
+    return MemAgent(model, config=config, tokenizer=tokenizer).invoke("q?", TextDocument("Some text."))
 
 
 def test_unknown_model_fails_fast_with_http_404(tokenizer):
@@ -80,8 +80,9 @@ def test_server_errors_are_retried_in_one_layer_only(tokenizer):
 
 def test_unreachable_endpoint_is_a_clear_error(tokenizer):
     model = openai_compatible("http://127.0.0.1:9/v1", "m", tokenizer=tokenizer, max_retries=0)
+    one_try = CONFIG.model_copy(update={"retries": RetrySettings(max_attempts=1)})  # retries are tested elsewhere
     with pytest.raises(EndpointUnreachableError, match="cannot reach the model endpoint at http://127.0.0.1:9/v1"):
-        _ask(model, tokenizer)
+        _ask(model, tokenizer, one_try)
 
 
 def test_chat_model_from_env_prefers_memagent_variables(monkeypatch):
