@@ -201,8 +201,8 @@ class PieceIndex:
         return end - starts[index]
 
     def _part_end(self, part: int) -> int:
-        """The token count of part ``part`` (where its last chunk ends)."""
-        last = max(i for i, p in enumerate(self.chunk_parts) if p == part)
+        """The token count of part ``part`` (where its last chunk ends; chunks are in part order)."""
+        last = bisect_right(self.chunk_parts, part) - 1
         return self.chunk_starts[last] + self.chunk_lengths[last]
 
 
