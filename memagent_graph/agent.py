@@ -167,9 +167,10 @@ class MemAgent:
         if snapshot is None or not _is_unfinished(snapshot):
             return graph_input
         _refuse_another_read(config["configurable"]["thread_id"], graph_input, snapshot.values, chunked)
-        # pending tasks (a crash mid-step) continue from the checkpoint; a read stopped between steps has none,
-        # and starting from its saved state continues at its cursor (read_chunk only resets a finished read)
-        return None if snapshot.next else graph_input
+        # pending tasks (a crash mid-step, or a stop: the finished chunk's writes are saved with its task)
+        # continue from the checkpoint; with none, the input continues at the saved cursor (read_chunk only
+        # resets a finished read)
+        return None if snapshot.tasks else graph_input
 
     def stream(
         self,
@@ -388,12 +389,12 @@ class _RunRecord:
         self.step_lists: list[list[StepRecord]] = []
 
     def stop_if_asked(self, stop: threading.Event | None, mode: str, data: Any, config: RunnableConfig) -> None:
-        """Raise `ReadStopped` at the first safe point after ``stop`` is set: when the next chunk is selected,
-        the previous chunk's memory is already saved (the checkpoint of its superstep is written first)."""
-        if stop is not None and stop.is_set() and mode == "updates" and "read_chunk" in data:
-            done = self.values["chunk"]["index"]  # the chunk about to be read: all before it are done
-            total = self.values["num_chunks"]
-            raise ReadStopped(config["configurable"]["thread_id"], chunks_done=done, num_chunks=total)
+        """Raise `ReadStopped` at the first safe point after ``stop`` is set: once a chunk's memory update is
+        out, while chunks are left (with a checkpointer, its writes are saved before the run closes)."""
+        if stop is not None and stop.is_set() and mode == "updates" and "update_memory" in data:
+            done, total = self.values["cursor"], self.values["num_chunks"]
+            if done < total:
+                raise ReadStopped(config["configurable"]["thread_id"], chunks_done=done, num_chunks=total)
 
     def feed(self, mode: str, data: Any) -> ProgressEvent | None:
         if mode == "custom":

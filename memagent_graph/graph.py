@@ -1,5 +1,8 @@
-"""The MemAgent graph: ``read_chunk -> update_memory -> (more chunks? read_chunk : final_answer)``, for one
+"""The MemAgent graph: ``read_chunk -> update_memory -> (more chunks? update_memory : final_answer)``, for one
 question or for many read in lockstep (the same nodes; `memagent_graph.nodes.questions`).
+
+`read_chunk` opens a read (or continues a stopped one) once per run; `update_memory` reads chunk ``cursor`` and
+rewrites the memory, one superstep (one checkpoint) per chunk.
 
 `build_memagent_graph` returns the uncompiled `StateGraph` (choose your own checkpointer, store, name);
 `create_memagent` compiles it. The model, tokenizer, prompts and documents are fixed at build time;
@@ -27,8 +30,8 @@ from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAg
 __all__ = ["build_memagent_graph", "create_memagent", "recursion_limit_for"]
 
 
-def _more_chunks(state: MemAgentState) -> Literal["read_chunk", "final_answer"]:
-    return "read_chunk" if state["cursor"] < state["num_chunks"] else "final_answer"
+def _more_chunks(state: MemAgentState) -> Literal["update_memory", "final_answer"]:
+    return "update_memory" if state["cursor"] < state["num_chunks"] else "final_answer"
 
 
 def build_memagent_graph(
@@ -72,8 +75,8 @@ def build_memagent_graph(
         "final_answer", final_answer(answer_model or model, tokenizer, memagent_config=config, questions=questions)
     )
     builder.add_edge(START, "read_chunk")
-    builder.add_edge("read_chunk", "update_memory")
-    builder.add_conditional_edges("update_memory", _more_chunks, ["read_chunk", "final_answer"])
+    builder.add_conditional_edges("read_chunk", _more_chunks, ["update_memory", "final_answer"])
+    builder.add_conditional_edges("update_memory", _more_chunks, ["update_memory", "final_answer"])
     builder.add_edge("final_answer", END)
     return builder
 
@@ -90,8 +93,8 @@ def create_memagent(
     name: str = "memagent",
 ) -> CompiledStateGraph:
     """The compiled MemAgent graph (see `build_memagent_graph`). A run needs a ``recursion_limit`` of
-    ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 11 chunks; a LangGraph server's,
-    10011, about 5,000); a lower one is refused before the first model call."""
+    ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 22 chunks; a LangGraph server's,
+    10011, 10,008); a lower one is refused before the first model call."""
     builder = build_memagent_graph(
         model,
         documents=documents,

@@ -82,14 +82,13 @@ class OutputState(TypedDict):
 
 
 class MemAgentState(InputState, total=False):
-    """The full state. ``cursor`` is the next chunk to read; ``chunk`` describes the current one (no text);
+    """The full state. ``cursor`` is the next chunk to read (never its text: nodes fetch it by ``doc_id``);
     ``finished`` marks a thread whose read is done (its next input starts a fresh read)."""
 
     fingerprint: str
     num_chunks: int
     cursor: int
     finished: bool
-    chunk: dict[str, int]
     memory: str
     evidence: list[MemorySpan]
     started_at: float
@@ -118,7 +117,6 @@ class LockstepState(LockstepInput, total=False):
     num_chunks: int
     cursor: int
     finished: bool
-    chunk: dict[str, int]
     memories: list[str]
     evidences: list[list[MemorySpan]]
     started_at: float

@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.answer_extraction import extract_answer
+from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.model_call import (
     CallOptions,
     Completion,
@@ -37,7 +38,7 @@ def final_answer(
     *,
     memagent_config: MemAgentConfig,
     questions: Questions = ONE_QUESTION,
-) -> RunnableLambda:
+) -> GraphNode:
     """Build the node that answers each question from its memory and records whether the answer was boxed."""
     config_ = memagent_config
     quote = config_.memory_policy == "quote"
@@ -76,7 +77,7 @@ def final_answer(
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
         return await asyncio.to_thread(finish, state, completions)
 
-    return RunnableLambda(sync, afunc=async_, name="final_answer")
+    return GraphNode(sync, async_, name="final_answer")
 
 
 def answer_step(num_chunks: int, completion: Completion, memory: str, tokenizer: Tokenizer) -> StepRecord:

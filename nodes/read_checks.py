@@ -11,14 +11,13 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError, EmptyQuestionError, QuestionTooLongError
 
-STEPS_PER_CHUNK = 2
 _RECURSION_SLACK = 8
 
 
 def minimum_recursion_limit(num_chunks: int) -> int:
-    """The least superstep budget that completes a read of ``num_chunks`` chunks: two per chunk, one for the
-    answer, one for the input (measured)."""
-    return STEPS_PER_CHUNK * num_chunks + 2
+    """The least superstep budget that completes a read of ``num_chunks`` chunks: one per chunk, one to open
+    the read, one for the answer, one for the input (measured)."""
+    return num_chunks + 3
 
 
 def recursion_limit_for(num_chunks: int) -> int:

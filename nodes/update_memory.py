@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.documents.tokenization import Tokenizer
+from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
 from memagent_graph.nodes.model_call import (
     CallOptions,
@@ -32,6 +33,7 @@ from memagent_graph.nodes.model_call import (
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.quote_memory import quote_update, require_scorer
+from memagent_graph.nodes.read_chunk import check_same_document
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
 
@@ -42,9 +44,10 @@ def update_memory(
     *,
     memagent_config: MemAgentConfig,
     questions: Questions = ONE_QUESTION,
-) -> RunnableLambda:
-    """Build the node that rewrites each question's memory from chunk ``cursor`` (one model call for one
-    question, one batched call for many) and advances the cursor."""
+) -> GraphNode:
+    """Build the node that reads chunk ``cursor`` (after checking the document is the one the read began),
+    rewrites each question's memory from it (one model call for one question, one batched call for many) and
+    advances the cursor."""
     config_ = memagent_config
     sanitizer = Sanitizer.for_reading(config_.prompts, tokenizer)
 
@@ -53,6 +56,7 @@ def update_memory(
     def read(state: Mapping[str, Any]) -> tuple[str, ReadChunk]:
         """The section the model is shown (sanitised) and the chunk as in the document."""
         doc, cursor = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens), state["cursor"]
+        check_same_document(state, doc)
         text = doc.chunk_text(cursor)
         source = doc.chunk_metadata(cursor).get("source")
         chunk = ReadChunk(
@@ -118,7 +122,7 @@ def update_memory(
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
         return await asyncio.to_thread(finish, state, chunk, completions, options)
 
-    return RunnableLambda(sync, afunc=async_, name="update_memory")
+    return GraphNode(sync, async_, name="update_memory")
 
 
 def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> StepRecord:

@@ -57,7 +57,7 @@ def test_the_recursion_limit_is_computed_and_passed(agent, needle, monkeypatch):
 
     monkeypatch.setattr(agent.graph, "stream", spy)
     result = agent.invoke(needle.question, TextDocument(needle.text))
-    assert seen["recursion_limit"] == 2 * result.num_chunks + 10
+    assert seen["recursion_limit"] == result.num_chunks + 11
 
 
 def test_batch_answers_each_question_in_order(agent, tokenizer):

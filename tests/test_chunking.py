@@ -129,3 +129,13 @@ def test_a_file_changed_after_chunking_is_refused_when_read(tokenizer, tmp_path)
     path.write_text("\n".join(haystack_paragraphs()[:400]).replace("the", "a"))  # same file, other text
     with pytest.raises(DocumentChangedError, match="changed after it was chunked"):
         chunked.chunk_ids(chunked.num_chunks - 1)
+
+
+def test_a_read_in_order_with_chunk_origins_decodes_each_chunk_once(tokenizer, needle, monkeypatch):
+    chunked = chunk_document(TextDocument(needle.text), tokenizer, 300)
+    decoded = []
+    real_decode = tokenizer.decode
+    monkeypatch.setattr(tokenizer, "decode", lambda ids: decoded.append(len(ids)) or real_decode(ids))
+    for index in range(chunked.num_chunks):
+        chunked.chunk_text(index), chunked.chunk_origin(index)
+    assert len(decoded) == chunked.num_chunks

@@ -107,7 +107,7 @@ def test_a_span_is_unsupported_until_the_chunk_that_holds_it_is_read(tmp_path, t
     after_updates = {
         s.values["cursor"]: s.values["evidence"]
         for s in history
-        if s.next in (("read_chunk",), ("final_answer",)) and "evidence" in s.values
+        if s.next in (("update_memory",), ("final_answer",)) and s.values.get("cursor", 0) > 0
     }
     assert after_updates  # one state after each memory update: cursor = chunks read so far
     for read_so_far, [span] in after_updates.items():

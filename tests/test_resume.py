@@ -98,6 +98,7 @@ def test_sigterm_stops_after_the_current_chunk_and_says_how_to_resume(files, tmp
     assert code == 130
     assert f"stopped after chunk 5/{chunks}; run the same command again to resume" in stderr
     assert sent == 5  # the chunk in flight was finished, nothing more was started
+    assert len(list((tmp_path / "run.db-chunks").glob("*.chunks"))) == 1  # the resumed run does not re-chunk
     code, stdout, stderr, sent = reader.run()
     assert code == 0 and f"resuming from chunk 6/{chunks}" in stderr
     assert sent == chunks - 5 + 1

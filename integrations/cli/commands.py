@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memagent_graph.documents.sources import DocumentSource, FileDocument, TextDocument
@@ -54,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument(
         "--checkpoint-db",
         metavar="FILE",
-        help="save progress after every chunk in this SQLite file; the same command resumes an unfinished read",
+        help="save progress after every chunk in this SQLite file (and the file's chunk index in FILE-chunks/); "
+        "the same command resumes an unfinished read",
     )
     ask.add_argument("--fresh", action="store_true", help="with --checkpoint-db: discard a saved read, start over")
     reliability = ask.add_argument_group("reliability")
@@ -149,13 +151,23 @@ def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     return reading_config(base_url=args.base_url, **{**defaults, **given})
 
 
-def _agent(args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: Any = None) -> MemAgent:
-    """The model named by the options/environment, else the embedded engine; says which on stderr."""
+def _agent(
+    args: argparse.Namespace, config: MemAgentConfig, *, checkpointer: Any = None, index_dir: Path | None = None
+) -> MemAgent:
+    """The model named by the options/environment, else the embedded engine; says which on stderr. With
+    ``index_dir``, chunk indexes are saved there (a resumed read of a file does not re-tokenize it)."""
     from memagent_graph.agent import MemAgent
+    from memagent_graph.documents.registry import DocumentRegistry
 
     choice = _choice(args)
     log.info("model: %s", choice.description)
-    return MemAgent(choice.model, config=config, tokenizer=choice.tokenizer, checkpointer=checkpointer)
+    return MemAgent(
+        choice.model,
+        config=config,
+        tokenizer=choice.tokenizer,
+        checkpointer=checkpointer,
+        documents=DocumentRegistry(index_dir=index_dir),
+    )
 
 
 def _choice(args: argparse.Namespace) -> ModelChoice:
@@ -230,7 +242,8 @@ def _ask(args: argparse.Namespace) -> int:
             from memagent_graph.checkpoints import open_checkpoint_db
 
             saver = stack.enter_context(open_checkpoint_db(args.checkpoint_db))
-        agent = _agent(args, config, checkpointer=saver)
+        index_dir = Path(f"{args.checkpoint_db}-chunks").expanduser() if saver is not None else None
+        agent = _agent(args, config, checkpointer=saver, index_dir=index_dir)
         if saver is not None:
             _prepare_resume(agent, args, document)
         with _graceful_stop() as stop:

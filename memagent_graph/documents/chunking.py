@@ -30,6 +30,7 @@ BATCH_PIECES = 32
 
 _LOOKAROUND = 4  # tokens decoded on each side of a boundary to detect a split character
 _REMEMBERED_PIECES = 2
+_REMEMBERED_TEXTS = 2
 
 
 class ChunkOrigin(NamedTuple):
@@ -55,6 +56,8 @@ class ChunkedDocument:
     part_metadata: Sequence[Mapping[str, Any]]
     _origins: list[ChunkOrigin] = field(default_factory=list, init=False, repr=False, compare=False)
     _origins_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _texts: OrderedDict[int, str] = field(default_factory=OrderedDict, init=False, repr=False, compare=False)
+    _texts_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def num_chunks(self) -> int:
@@ -73,8 +76,17 @@ class ChunkedDocument:
         return self.tokens.ids(index)
 
     def chunk_text(self, index: int) -> str:
-        """Text of chunk ``index`` (its ids decoded)."""
-        return self.tokenizer.decode(self.tokens.ids(index))
+        """Text of chunk ``index`` (its ids decoded; the last two decoded are remembered, so a read in order
+        that also asks where each chunk starts decodes every chunk once)."""
+        with self._texts_lock:
+            if (text := self._texts.get(index)) is not None:
+                return text
+        text = self.tokenizer.decode(self.tokens.ids(index))
+        with self._texts_lock:
+            self._texts[index] = text
+            while len(self._texts) > _REMEMBERED_TEXTS:
+                self._texts.popitem(last=False)
+        return text
 
     def chunk_metadata(self, index: int) -> Mapping[str, Any]:
         """Metadata of the original document chunk ``index`` comes from."""

@@ -3,7 +3,8 @@
 The graph state carries only a ``doc_id``; nodes look the document up here, so no text is checkpointed.
 With ``allowed_root``, an id that is not registered may also name a text file under that folder (and only
 there: absolute paths, ``..`` and symlinks that lead outside are refused), which is how a tool or a server
-lets callers name files without letting them read arbitrary ones.
+lets callers name files without letting them read arbitrary ones. With ``index_dir``, each file's chunk index is
+saved there and reused while the file is unchanged (`chunk_index_file`): a resumed read does not re-tokenize.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from memagent_graph.documents.chunk_index_file import chunk_index_path, load_chunk_index, save_chunk_index
 from memagent_graph.documents.chunking import ChunkedDocument, chunk_document
 from memagent_graph.documents.sources import DocumentSource, FileDocument
 from memagent_graph.documents.tokenization import Tokenizer
@@ -29,6 +31,7 @@ class DocumentRegistry:
         *,
         allowed_root: str | os.PathLike[str] | None = None,
         max_cached: int = 8,
+        index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._sources: dict[str, DocumentSource] = {}
         self._chunked: OrderedDict[tuple[str, str, int], ChunkedDocument] = OrderedDict()
@@ -36,6 +39,7 @@ class DocumentRegistry:
         self._chunking: dict[tuple[str, str, int], threading.Lock] = {}
         self._max_cached = max_cached
         self.allowed_root = Path(allowed_root).expanduser().resolve() if allowed_root is not None else None
+        self.index_dir = Path(index_dir).expanduser() if index_dir is not None else None
         items = documents.items() if isinstance(documents, Mapping) else ((None, d) for d in documents or ())
         for doc_id, source in items:
             self.add(source, doc_id=doc_id)
@@ -106,13 +110,24 @@ class DocumentRegistry:
             with self._lock:
                 if (hit := self._chunked.get(key)) is not None:  # another thread chunked it meanwhile
                     return hit
-            chunked = chunk_document(source, tokenizer, chunk_tokens, doc_id=doc_id)
+            chunked = self._chunk(source, tokenizer, chunk_tokens, doc_id)
             with self._lock:
                 self._chunked[key] = chunked
                 self._chunking.pop(key, None)
                 while len(self._chunked) > self._max_cached:
                     self._chunked.popitem(last=False)
             return chunked
+
+    def _chunk(self, source: DocumentSource, tokenizer: Tokenizer, chunk_tokens: int, doc_id: str) -> ChunkedDocument:
+        """Chunk ``source``, or load its saved index from ``index_dir`` (saving it there after chunking)."""
+        if self.index_dir is None:
+            return chunk_document(source, tokenizer, chunk_tokens, doc_id=doc_id)
+        path = chunk_index_path(self.index_dir, doc_id, tokenizer, chunk_tokens)
+        if (loaded := load_chunk_index(source, tokenizer, chunk_tokens, path, doc_id=doc_id)) is not None:
+            return loaded
+        chunked = chunk_document(source, tokenizer, chunk_tokens, doc_id=doc_id)
+        save_chunk_index(chunked, path)
+        return chunked
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._sources
