@@ -53,6 +53,27 @@ def test_build_returns_an_uncompiled_graph_with_the_three_nodes(model, tokenizer
     assert not hasattr(builder, "invoke")
 
 
+def test_each_chunk_is_one_graph_step_and_one_traced_node_run(model, tokenizer, needle):
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class NodeRuns(BaseCallbackHandler):
+        def __init__(self):
+            self.names = []
+
+        def on_chain_start(self, serialized, inputs, **kwargs):
+            self.names.append(kwargs.get("name"))
+
+    graph, chunked = _graph(model, tokenizer, needle.text)
+    runs = NodeRuns()
+    steps = _stream(graph, chunked, needle.question, "updates")
+    _run(graph, chunked, needle.question, callbacks=[runs])
+    assert [next(iter(step)) for step in steps] == ["read_chunk"] + ["update_memory"] * chunked.num_chunks + [
+        "final_answer"
+    ]
+    assert runs.names.count("update_memory") == chunked.num_chunks  # no nested run of the same node
+    assert runs.names.count("read_chunk") == runs.names.count("final_answer") == 1
+
+
 async def test_prompts_carry_each_chunk_in_order(model, tokenizer, needle):
     graph, chunked = _graph(model, tokenizer, needle.text)
     await graph.ainvoke(
