@@ -137,5 +137,8 @@ def test_fresh_discards_the_saved_read(files, tmp_path):
 def test_checkpoint_files_are_readable_by_their_owner_only(files, tmp_path):
     folder, task, chunks = files
     Reader(folder, task, tmp_path / "run.db").run()
-    written = [p for p in tmp_path.iterdir() if p.name.startswith("run.db")]
+    written = [p for p in tmp_path.iterdir() if p.name.startswith("run.db") and p.is_file()]
     assert written and {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o600}
+    [index_folder] = [p for p in tmp_path.iterdir() if p.is_dir()]  # the chunk index, next to the checkpoint
+    assert stat.S_IMODE(index_folder.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in index_folder.iterdir()} == {0o600}

@@ -36,8 +36,9 @@ def chunk_index_path(folder: str | os.PathLike[str], doc_id: str, tokenizer: Tok
 
 
 def save_chunk_index(chunked: ChunkedDocument, path: str | os.PathLike[str]) -> bool:
-    """Write ``chunked``'s index to ``path`` (atomically); False, writing nothing, for a document whose source
-    cannot restart at a piece (its token ids are held instead) or whose metadata is not JSON."""
+    """Write ``chunked``'s index to ``path`` (atomically, readable by its owner only); False, writing nothing,
+    for a document whose source cannot restart at a piece (its token ids are held instead) or whose metadata is
+    not JSON."""
     index = chunked.tokens
     if not isinstance(index, PieceIndex):
         return False
@@ -56,9 +57,9 @@ def save_chunk_index(chunked: ChunkedDocument, path: str | os.PathLike[str]) -> 
     except TypeError:
         return False
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only, like checkpoint files
     partial = target.with_name(target.name + ".partial")
-    with partial.open("wb") as out:
+    with open(partial, "wb", opener=lambda name, flags: os.open(name, flags, 0o600)) as out:
         out.write(line)
         for _, values in arrays:
             values.tofile(out)
