@@ -139,3 +139,23 @@ def test_a_read_in_order_with_chunk_origins_decodes_each_chunk_once(tokenizer, n
     for index in range(chunked.num_chunks):
         chunked.chunk_text(index), chunked.chunk_origin(index)
     assert len(decoded) == chunked.num_chunks
+
+
+def test_a_read_in_order_restarts_the_file_once_not_once_per_piece(tokenizer, tmp_path):
+    class CountingFile(FileDocument):
+        restarts = 0
+
+        def pieces_from(self, part, *, char, byte):
+            CountingFile.restarts += 1
+            return super().pieces_from(part, char=char, byte=byte)
+
+    path = tmp_path / "doc.txt"
+    path.write_text("\n".join(haystack_paragraphs()) * 3)
+    source = CountingFile(path)
+    indexed = chunk_document(source, tokenizer, 500)
+    straight = chunk_document(_OneShot(source), tokenizer, 500)
+    assert len(indexed.tokens.piece_chars[0]) > 4  # several pieces
+    assert [indexed.chunk_ids(i) for i in range(indexed.num_chunks)] == [
+        straight.chunk_ids(i) for i in range(straight.num_chunks)
+    ]
+    assert CountingFile.restarts == 1

@@ -13,6 +13,7 @@ piece once more. A source that cannot restart keeps its token ids (4 bytes each)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from array import array
 from bisect import bisect_right
@@ -150,6 +151,7 @@ class PieceIndex:
     chunk_starts: array = field(default_factory=lambda: array("Q"))  # first token in the part
     chunk_lengths: array = field(default_factory=lambda: array("I"))
     _pieces: OrderedDict[tuple[int, int], list[int]] = field(default_factory=OrderedDict)
+    _open_reader: tuple[int, int, Iterator[str]] | None = None  # (part, next piece, the source's pieces)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_piece(self, part: int, char: int, byte: int, token: int) -> None:
@@ -174,37 +176,64 @@ class PieceIndex:
         piece = bisect_right(self.piece_tokens[part], start) - 1
         first = self.piece_tokens[part][piece]
         ids: list[int] = []
-        for ids_of_piece in self._encoded(part, piece):
-            ids.extend(ids_of_piece)
-            if len(ids) >= start - first + length:
-                break
+        with contextlib.closing(self._encoded(part, piece)) as encoded:
+            for ids_of_piece in encoded:
+                ids.extend(ids_of_piece)
+                if len(ids) >= start - first + length:
+                    break
         return ids[start - first : start - first + length]
 
     def _encoded(self, part: int, piece: int) -> Iterator[list[int]]:
-        """The ids of the part's pieces from ``piece`` on, remembered ones first, the rest encoded again."""
+        """The ids of the part's pieces from ``piece`` on, remembered ones first, the rest encoded again.
+
+        The source read is kept where it stopped when this generator is closed, so a read in order goes on
+        from there instead of restarting the source (a file: reading a 1 MiB block again) for every piece.
+        """
         pieces: Iterator[str] | None = None
-        for index in range(piece, len(self.piece_tokens[part])):
-            with self._lock:
-                remembered = self._pieces.get((part, index))
-            if remembered is None:
-                if pieces is None:  # restart the source at the first piece not remembered
-                    pieces = self.source.pieces_from(
-                        part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index]
-                    )
-                remembered = self.tokenizer.encode_batch([next(pieces, "")])[0]  # as chunking encoded it
-                if len(remembered) != self._piece_length(part, index):
-                    raise DocumentChangedError(
-                        f"{getattr(self.source, 'doc_id', 'the document')} changed after it was chunked (piece "
-                        f"{index} now has {len(remembered)} tokens, not {self._piece_length(part, index)}); "
-                        "start a new read of the document as it is now"
-                    )
+        position = piece  # the piece ``pieces`` yields next
+        try:
+            for index in range(piece, len(self.piece_tokens[part])):
                 with self._lock:
-                    self._pieces[(part, index)] = remembered
-                    while len(self._pieces) > _REMEMBERED_PIECES:
-                        self._pieces.popitem(last=False)
-            elif pieces is not None:
-                next(pieces, "")  # keep the restarted source in step
-            yield remembered
+                    remembered = self._pieces.get((part, index))
+                if remembered is None:
+                    if pieces is None:
+                        pieces = self._reader(part, index)
+                    text, position = next(pieces, ""), index + 1
+                    remembered = self._encode_piece(part, index, text)
+                elif pieces is not None:
+                    next(pieces, "")  # keep the source's read in step
+                    position = index + 1
+                yield remembered
+        except GeneratorExit:  # the caller has what it needed: keep the read for the next chunk
+            if pieces is not None:
+                with self._lock:
+                    self._open_reader = (part, position, pieces)
+            raise
+
+    def _reader(self, part: int, index: int) -> Iterator[str]:
+        """The source's pieces of ``part`` from piece ``index``: the kept reader if it stands there, else the
+        source restarted at that piece."""
+        with self._lock:
+            kept, self._open_reader = self._open_reader, None
+        if kept is not None and kept[:2] == (part, index):
+            return kept[2]
+        return self.source.pieces_from(part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index])
+
+    def _encode_piece(self, part: int, index: int, text: str) -> list[int]:
+        """Encode the part's piece ``index`` (as chunking encoded it: alone), check it is as long as it was when
+        chunked, and remember it."""
+        remembered = self.tokenizer.encode_batch([text])[0]
+        if len(remembered) != self._piece_length(part, index):
+            raise DocumentChangedError(
+                f"{getattr(self.source, 'doc_id', 'the document')} changed after it was chunked (piece "
+                f"{index} now has {len(remembered)} tokens, not {self._piece_length(part, index)}); "
+                "start a new read of the document as it is now"
+            )
+        with self._lock:
+            self._pieces[(part, index)] = remembered
+            while len(self._pieces) > _REMEMBERED_PIECES:
+                self._pieces.popitem(last=False)
+        return remembered
 
     def _piece_length(self, part: int, index: int) -> int:
         """Tokens of the part's piece ``index`` when it was chunked."""
