@@ -135,6 +135,38 @@ def test_a_failed_checkpointed_run_resumes_without_resending_completed_chunks(to
     assert len(sent_before) + len(resent) == result.num_chunks + 1
 
 
+class StopAt(RuleMemoryModel):
+    """Sets ``stop`` while its ``stop_at``-th call (1-based) is in flight."""
+
+    stop_at: int = -1
+    stop: object = None
+
+    def _reply(self, messages, options):
+        if len(self.calls) + 1 == self.stop_at:
+            self.stop.set()
+        return super()._reply(messages, options)
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_a_stopped_read_ends_after_the_current_chunk_and_resumes_without_resending_it(
+    tokenizer, needle, checkpointer, progress
+):
+    import threading
+
+    from memagent_graph.errors import ReadStopped
+
+    model = StopAt(stop_at=3, stop=threading.Event())
+    agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=checkpointer)
+    document = TextDocument(needle.text)
+    with pytest.raises(ReadStopped) as stopped:
+        list(agent.stream(needle.question, document, thread_id="job", stop=model.stop, progress=progress))
+    assert (stopped.value.chunks_done, len(model.calls)) == (3, 3)
+    assert agent.unfinished("job").chunks_done == 3
+    result = agent.invoke(needle.question, document, thread_id="job")
+    assert result.answer == needle.answer
+    assert len(model.calls) == result.num_chunks + 1  # chunk 3 was not sent again
+
+
 async def test_async_runs_resume_with_an_async_sqlite_checkpointer(tokenizer, needle, tmp_path):
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
