@@ -106,19 +106,27 @@ def update_memory(
             "usage": add_usage(state.get("usage"), completions),
         }
 
+    def prepare(state: Mapping[str, Any]) -> tuple[ReadChunk, list[str]]:
+        """The chunk read and each question's update prompt."""
+        section, chunk = read(state)
+        return chunk, prompts_of(state, section)
+
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        (section, chunk), options = read(state), call_options(config_, budget="memory_tokens")
+        options = call_options(config_, budget="memory_tokens")
         if scorer is not None:
+            section, chunk = read(state)
             return finish(state, chunk, quotes(state, section, options), options)
-        completions = complete_all_sync(model, prompts_of(state, section), options, tokenizer=tokenizer, config=config)
+        chunk, prompts = prepare(state)
+        completions = complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config)
         return finish(state, chunk, completions, options)
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
-        (section, chunk), options = await asyncio.to_thread(read, state), call_options(config_, budget="memory_tokens")
-        if scorer is not None:  # local scoring is CPU-bound: off the event loop too
-            return await asyncio.to_thread(lambda: finish(state, chunk, quotes(state, section, options), options))
-        prompts = await asyncio.to_thread(prompts_of, state, section)
+        # tokenizer work may be blocking I/O (a server's /tokenize) and local scoring is CPU-bound: both run off
+        # the event loop, in one hand-off to a thread before the model call and one after it
+        if scorer is not None:
+            return await asyncio.to_thread(sync, state, config)
+        options = call_options(config_, budget="memory_tokens")
+        chunk, prompts = await asyncio.to_thread(prepare, state)
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
         return await asyncio.to_thread(finish, state, chunk, completions, options)
 
