@@ -15,9 +15,9 @@ class GraphNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     """A graph node's sync and async bodies, each taking (state, config).
 
     Written here rather than using `RunnableLambda` because LangGraph already records every node as a traced
-    run: a `RunnableLambda` adds a second, nested run of the same name and inspects its function's signature on
-    every call (together about 0.3 ms per node call; `benchmarks/graph_overhead.py`). LangGraph's own wrapper
-    for sync+async bodies is internal (`langgraph._internal`).
+    run: a `RunnableLambda` adds a second, nested run of the same name (its callbacks) and inspects its
+    function's signature on every call, once per chunk for nothing. LangGraph's own wrapper for sync+async
+    bodies is internal (`langgraph._internal`).
     """
 
     def __init__(self, body: NodeBody, async_body: AsyncNodeBody, *, name: str) -> None:

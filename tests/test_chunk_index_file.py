@@ -75,3 +75,11 @@ def test_a_registry_with_an_index_folder_does_not_tokenize_an_unchanged_file_aga
     again = second.chunked(second.add(FileDocument(path)), tokenizer, 97)
     assert again.fingerprint == chunked.fingerprint
     assert again.chunk_text(again.num_chunks - 1) == chunked.chunk_text(chunked.num_chunks - 1)
+
+
+def test_an_index_folder_that_cannot_be_written_does_not_stop_the_read(tokenizer, path, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    registry = DocumentRegistry(index_dir=blocked / "indexes")
+    chunked = registry.chunked(registry.add(FileDocument(path)), tokenizer, 97)
+    assert chunked.chunk_ids(0) == chunk_document(FileDocument(path), tokenizer, 97).chunk_ids(0)

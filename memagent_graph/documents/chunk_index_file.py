@@ -45,7 +45,6 @@ def save_chunk_index(chunked: ChunkedDocument, path: str | os.PathLike[str]) -> 
     arrays = _arrays(index)
     header = {
         "format": FORMAT,
-        "doc_id": chunked.doc_id,
         "fingerprint": chunked.fingerprint,
         "tokenizer": chunked.tokenizer.name,
         "chunk_tokens": chunked.chunk_tokens,
@@ -84,10 +83,8 @@ def load_chunk_index(
     except (OSError, ValueError, EOFError, KeyError, TypeError) as exc:
         log.info("ignoring chunk index %s (%s); chunking the document again", path, exc)
         return None
-    if header.get("format") != FORMAT or (header["tokenizer"], header["chunk_tokens"]) != (
-        tokenizer.name,
-        chunk_tokens,
-    ):
+    saved_for = (header.get("format"), header.get("tokenizer"), header.get("chunk_tokens"))
+    if saved_for != (FORMAT, tokenizer.name, chunk_tokens):
         return None
     if fingerprint_of(content_digest(source), tokenizer.name, chunk_tokens) != header["fingerprint"]:
         log.info("chunk index %s is of another version of the document; chunking it again", path)

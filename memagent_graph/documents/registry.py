@@ -9,6 +9,7 @@ saved there and reused while the file is unchanged (`chunk_index_file`): a resum
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -20,6 +21,8 @@ from memagent_graph.documents.chunking import ChunkedDocument, chunk_document
 from memagent_graph.documents.sources import DocumentSource, FileDocument
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import DocumentAccessError, DocumentNotFoundError
+
+log = logging.getLogger(__name__)
 
 
 class DocumentRegistry:
@@ -126,7 +129,10 @@ class DocumentRegistry:
         if (loaded := load_chunk_index(source, tokenizer, chunk_tokens, path, doc_id=doc_id)) is not None:
             return loaded
         chunked = chunk_document(source, tokenizer, chunk_tokens, doc_id=doc_id)
-        save_chunk_index(chunked, path)
+        try:
+            save_chunk_index(chunked, path)
+        except OSError as exc:  # the read goes on; a resumed read will chunk again
+            log.warning("could not save the chunk index in %s (%s); reading on without it", self.index_dir, exc)
         return chunked
 
     def __contains__(self, doc_id: object) -> bool:
