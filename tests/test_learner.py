@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
 
+from memagent_graph import precision
 from memagent_graph.errors import ConfigError
 from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, pack, token_logprobs
@@ -31,8 +33,10 @@ ADVANTAGES = [1.0, -0.5, 0.25, -1.0, 0.5]
 
 
 def _learner(rollout, **options):
+    """A learner in fp32 on every CPU: these tests check exact algebra, not bf16 rounding."""
     model = copy.deepcopy(rollout.model)
-    return TorchLearner(model, config=LearnerConfig(**options), pad_id=rollout.tokenizer.pad_token_id)
+    config = LearnerConfig(**{"bf16_autocast": False, **options})
+    return TorchLearner(model, config=config, pad_id=rollout.tokenizer.pad_token_id)
 
 
 def _gradients(learner, calls):
@@ -111,3 +115,25 @@ def test_the_logprob_gap_is_zero_on_the_rollouts_own_policy_and_shows_a_stale_on
     assert _learner(rollout).backward(calls, ADVANTAGES)["logprob_gap"] < 1e-4
     stale = [c.model_copy(update={"logprobs": [lp - 0.5 for lp in c.logprobs]}) for c in calls]
     assert _learner(rollout).backward(stale, ADVANTAGES)["logprob_gap"] == pytest.approx(0.5, abs=1e-4)
+
+
+def test_bf16_autocast_auto_follows_the_cpus_native_bf16(rollout, monkeypatch):
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda native=native: native)
+        assert _learner(rollout, bf16_autocast="auto").autocast is native
+
+
+def test_an_explicit_bf16_autocast_without_native_bf16_warns_once(rollout, monkeypatch, caplog):
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    precision._warn_slow_bf16.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="memagent_graph.precision"):
+        assert _learner(rollout, bf16_autocast=True).autocast
+        _learner(rollout, bf16_autocast=True)
+    warnings = [message for message in caplog.messages if "no native bf16" in message]
+    assert len(warnings) == 1 and "learner.bf16_autocast" in warnings[0] and "set it to auto" in warnings[0]
+
+
+def test_fsdp_param_dtype_auto_is_bfloat16_only_with_native_bf16(monkeypatch):
+    for native, expected in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda native=native: native)
+        assert LearnerConfig(strategy="fsdp", workers=2).fsdp_param_dtype() == expected

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memagent_graph.errors import EngineNotInstalledError
+from memagent_graph.precision import cpu_has_native_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +97,7 @@ def resolve_dtype(dtype: str) -> str:
     """``auto`` becomes bfloat16 on CPUs with native bf16 math (AVX512-BF16, AMX), float32 elsewhere."""
     if dtype != "auto":
         return dtype
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "float32"
-    return "bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
 
 
 def require(*modules: str) -> None:

@@ -23,6 +23,7 @@ from types import TracebackType
 import httpx
 
 from memagent_graph.errors import ConfigError, ModelError
+from memagent_graph.integrations.child_processes import ProcessGroupWatchdog, end_with_parent
 from memagent_graph.integrations.models.vllm_environment import (
     ensure_vllm_venv,
     vllm_cpu_environment,
@@ -44,7 +45,8 @@ def free_port() -> int:
 
 
 class VLLMServer:
-    """A ``vllm`` OpenAI-compatible server process; a context manager that starts it and stops it.
+    """A ``vllm`` OpenAI-compatible server process; a context manager that starts it and stops it. The server
+    ends with the process that started it, even one killed by SIGKILL (`end_with_parent`).
 
     ``model`` is a local Hugging Face folder (default: the embedded SmolLM2). Nothing is downloaded: the server
     runs with ``HF_HUB_OFFLINE=1``. It binds to loopback, uses both cores, eager mode (vllm-cpu's compile cache
@@ -74,6 +76,7 @@ class VLLMServer:
         self.log_file = Path(log_file) if log_file is not None else None
         self.startup_timeout_s = startup_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
+        self._watchdog: ProcessGroupWatchdog | None = None
         self._log = None
 
     @property
@@ -117,6 +120,7 @@ class VLLMServer:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() takes EngineCore and Worker down with it
         )
+        self._watchdog = end_with_parent(self._process)  # and so does this process's death, even by SIGKILL
         try:
             self._wait_ready(started)
         except BaseException:
@@ -165,6 +169,9 @@ class VLLMServer:
                 with contextlib.suppress(ProcessLookupError):  # already gone
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()
         self._log = None

@@ -20,6 +20,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.precision import Bf16Setting, resolve_bf16
 from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
@@ -39,15 +40,18 @@ class LearnerConfig(BaseModel):
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the k3 KL penalty to the reference policy (the policy as training started); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
-    bf16_autocast: bool = False
+    bf16_autocast: Bf16Setting = "auto"
+    """bf16 autocast of the forward pass (weights and optimiser stay fp32). ``auto``: where the hardware
+    computes bf16 natively (a GPU, a CPU with AVX512-BF16 or AMX), fp32 elsewhere."""
     workers: int = Field(1, ge=1)
     """Learner ranks (Ray actors forming one torch.distributed group); 1 with ``strategy: single`` learns in
     the trainer's process."""
     strategy: Literal["single", "fsdp", "ddp"] = "single"
     """``fsdp``: FSDP2 shards the policy per decoder layer; ``ddp``: every rank holds all of it."""
-    param_dtype: Literal["float32", "bfloat16"] = "float32"
+    param_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """FSDP2 mixed precision (``strategy: fsdp``): bfloat16 gathers, forward and backward; gradients are
-    reduced and the optimiser steps in float32."""
+    reduced and the optimiser steps in float32. ``auto``: bfloat16 where it is native (as ``bf16_autocast``)
+    with ``strategy: fsdp``, float32 otherwise."""
     cpus_per_worker: float = Field(0.0, ge=0)
     """Ray CPUs each learner rank reserves. Rollouts and learning take turns, so by default the ranks reserve
     none and share the rollout actors' CPUs (a reservation the machine cannot meet would wait forever)."""
@@ -56,9 +60,16 @@ class LearnerConfig(BaseModel):
     def _one_rank_learns_alone(self) -> LearnerConfig:
         if self.strategy == "single" and self.workers > 1:
             raise ValueError(f"workers: {self.workers} needs strategy fsdp or ddp (single is one process)")
-        if self.param_dtype != "float32" and self.strategy != "fsdp":
+        if self.param_dtype == "bfloat16" and self.strategy != "fsdp":
             raise ValueError(f"param_dtype {self.param_dtype} is FSDP2's mixed precision: use strategy fsdp")
         return self
+
+    def fsdp_param_dtype(self) -> str:
+        """FSDP2's parameter dtype on this machine (``param_dtype`` with ``auto`` resolved)."""
+        if self.param_dtype != "auto":
+            resolve_bf16(self.param_dtype == "bfloat16", what="learner.param_dtype bfloat16")
+            return self.param_dtype
+        return "bfloat16" if resolve_bf16("auto") else "float32"
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,7 @@ class TorchLearner:
         ``config.kl_coef > 0``)."""
         self.model, self.config, self.pad_id, self.reference = model, config or LearnerConfig(), pad_id, reference
         self.temperature = temperature
+        self.autocast = resolve_bf16(self.config.bf16_autocast, what="learner.bf16_autocast")
         if self.config.kl_coef > 0 and reference is None:
             raise ConfigError(
                 f"learner.kl_coef={self.config.kl_coef} needs a reference model to compare with; "
@@ -160,9 +172,8 @@ class TorchLearner:
         self.optimizer = torch.optim.AdamW(trainable, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
     def _forward(self, calls: Sequence[TraceCall]) -> tuple[Packed, torch.Tensor, torch.Tensor]:
-        config = self.config
         self.model.train()
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if config.bf16_autocast else contextlib.nullcontext()
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
         packed = pack(list(calls), pad_id=self.pad_id)
         with autocast:
             logits = response_logits(self.model, packed) / self.temperature

@@ -95,7 +95,7 @@ class LearnerRank:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         precision = MixedPrecisionPolicy(
-            param_dtype=getattr(torch, self.config.param_dtype), reduce_dtype=torch.float32
+            param_dtype=getattr(torch, self.config.fsdp_param_dtype()), reduce_dtype=torch.float32
         )
         for module in model.modules():  # one FSDP unit per decoder layer: all-gathered one at a time
             if type(module).__name__.endswith("DecoderLayer"):
