@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,10 @@ from memagent_graph.integrations.child_processes import end_with_parent
 pytestmark = pytest.mark.integration
 
 # a "server" that spawns a worker of its own, as vLLM's API server spawns its engine
-SERVER = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"
+SERVER = (
+    "import subprocess, sys, time; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"
+)
 
 
 def _run_parent(script: str, *, timeout_s: float) -> tuple[subprocess.Popen[str], dict]:
