@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from memagent_graph.documents.tokenization import ApproximateTokenizer, VLLMServ
 from memagent_graph.errors import ConfigError
 from memagent_graph.graph import recursion_limit_for
 from memagent_graph.integrations import server as entry
+from memagent_graph.integrations.child_processes import end_with_parent
 from memagent_graph.integrations.model_choice import choose_model
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
@@ -83,17 +83,14 @@ def langgraph_dev(workdir: Path, **env: str) -> Iterator[DevServer]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    watchdog = end_with_parent(process)  # no server outlives a killed test run
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_ready(url, process, log)
         yield DevServer(url, log)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        watchdog.close()  # SIGTERM to the server's group, SIGKILL after 10 s
+        process.wait()
 
 
 @pytest.fixture(scope="module")

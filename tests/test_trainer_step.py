@@ -135,6 +135,18 @@ def test_a_kl_coefficient_trains_against_a_frozen_copy_of_the_starting_policy(po
     assert any(not torch.equal(start[k], v) for k, v in trainer.learner.model.state_dict().items())
 
 
+def test_a_warm_start_moves_the_kl_reference_to_the_policy_rl_starts_from(policy, tmp_path):
+    warm, budgets = {"tasks": 4, "steps": 2, "batch_size": 2}, {"memory_tokens": 16, "answer_tokens": 12}
+    trainer = Trainer(_config(policy, tmp_path, warm_start=warm, learner={"kl_coef": 0.1}, **budgets))
+    base = _weights(trainer)
+    trainer.warm_start()
+    warmed = _weights(trainer)
+    reference = trainer.learner.reference.state_dict()
+    assert any(not torch.equal(base[k], warmed[k]) for k in base)
+    assert all(torch.equal(warmed[k], v) for k, v in reference.items())
+    assert not any(p.requires_grad for p in trainer.learner.reference.parameters())
+
+
 def test_with_lora_only_the_adapters_train_and_they_reach_the_rollouts(policy, parity_reward, tmp_path):
     lora = LoraSettings(rank=4, alpha=8).model_dump()
     trainer = Trainer(_config(policy, tmp_path, reward=parity_reward, lora=lora))

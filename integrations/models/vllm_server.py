@@ -9,10 +9,7 @@ SmolLM2-135M-Instruct (the bf16 folder the embedded engine converts from the ``l
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -118,9 +115,9 @@ class VLLMServer:
             env=self.environment(),
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stop() takes EngineCore and Worker down with it
+            start_new_session=True,  # its own process group: stop() ends EngineCore and Worker with it
         )
-        self._watchdog = end_with_parent(self._process)  # and so does this process's death, even by SIGKILL
+        self._watchdog = end_with_parent(self._process, grace_s=30.0)  # as does this process's death, even SIGKILL
         try:
             self._wait_ready(started)
         except BaseException:
@@ -157,21 +154,13 @@ class VLLMServer:
             raise ModelError("the vLLM server is not running; call start() first")
         return self._process.wait()
 
-    def stop(self, *, timeout_s: float = 30.0) -> None:
-        """SIGTERM to the server's process group, SIGKILL after ``timeout_s``."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):  # already gone
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):  # already gone
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        if self._watchdog is not None:
-            self._watchdog.close()
-            self._watchdog = None
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL after 30 s (what its watchdog does)."""
+        process, watchdog, self._process, self._watchdog = self._process, self._watchdog, None, None
+        if watchdog is not None:
+            watchdog.close()
+        if process is not None:
+            process.wait()
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()
         self._log = None

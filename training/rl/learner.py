@@ -258,6 +258,12 @@ class TorchLearner:
         stats["grad_norm"] = self._step()
         return stats
 
+    def anchor_reference(self) -> None:
+        """Make the KL reference the policy as it is now (after a warm start: the policy RL starts from);
+        nothing to do without a KL penalty."""
+        if self.reference is not None:
+            self.reference = frozen_copy(self.model)
+
     def weights(self) -> dict[str, torch.Tensor]:
         """The trainable weights (copies): what the rollout workers load."""
         return trainable_weights(self.model)

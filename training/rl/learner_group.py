@@ -157,6 +157,15 @@ class LearnerRank:
         dist.all_reduce(loss)
         return {**stats, "loss": float(loss)}
 
+    def anchor_reference(self) -> None:
+        """Load the policy as it is now into this rank's KL reference (a collective: every rank calls it)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        assert self.learner is not None, "setup() first"
+        if self.learner.reference is not None:
+            state = get_model_state_dict(self.learner.model, options=StateDictOptions(full_state_dict=True))
+            self.learner.reference.load_state_dict(state)
+
     def full_weights(self) -> dict[str, torch.Tensor]:
         """The trainable weights, whole, on rank 0 (every rank must call: it is a collective); {} elsewhere."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -230,6 +239,10 @@ class LearnerGroup:
         """Supervised steps on the group's policy (`TorchLearner.supervised` on every rank)."""
         self._all([rank.start_supervised.remote(lr) for rank in self.ranks])
         return _GroupSupervised(self)
+
+    def anchor_reference(self) -> None:
+        """Make every rank's KL reference the policy as it is now (`TorchLearner.anchor_reference`)."""
+        self._all([rank.anchor_reference.remote() for rank in self.ranks])
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The trainable weights, whole (gathered from the shards): what the rollout workers load."""

@@ -70,7 +70,8 @@ class Trainer:
 
         config = self.config
         model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
-        # the KL reference is the policy as training starts, frozen (before LoRA: the base weights)
+        # the KL reference: the policy as training starts, frozen (before LoRA: the base weights); a warm start
+        # moves it to the warm-started policy
         reference = frozen_copy(model) if config.learner.kl_coef > 0 else None
         if lora is not None:
             model = with_lora(model, **lora)
@@ -164,6 +165,7 @@ class Trainer:
             seed=self.config.seed,
             log=self.log,
         )
+        self.learner.anchor_reference()  # a KL penalty holds RL near the policy it starts from, not the base
         self.version += 1
         self.workers.sync(self.learner.weights(), self.version)
         return stats
