@@ -108,6 +108,18 @@ def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls):
         torch.testing.assert_close(weights[name], tensor, atol=TOLERANCE, rtol=0, msg=name)
 
 
+def test_anchoring_moves_every_ranks_kl_reference_to_the_current_policy(policy, calls):
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, kl_coef=0.5, workers=2, strategy="fsdp"))
+    try:
+        group.supervised(lr=3e-3).sft_update(calls)  # a warm start moves the policy from the reference
+        before = group.update(calls, ADVANTAGES)
+        group.anchor_reference()
+        after = group.update(calls, ADVANTAGES)
+    finally:
+        group.close()
+    assert before["kl"] > 1e-4 and after["kl"] < 1e-9
+
+
 @pytest.mark.parametrize(("writers", "readers"), [(2, 1), (1, 2)])
 def test_a_sharded_checkpoint_resumes_onto_another_rank_count(policy, calls, tmp_path, writers, readers):
     checkpoint = tmp_path / "learner"
