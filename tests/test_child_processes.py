@@ -115,7 +115,7 @@ def test_a_vllm_server_ends_when_the_process_that_started_it_is_killed():
         import json, time
         from memagent_graph.integrations.models.vllm_server import VLLMServer
         server = VLLMServer().start()
-        print(json.dumps({"server": server._process.pid, "url": server.base_url}), flush=True)
+        print(json.dumps({"server": server.pid}), flush=True)
         time.sleep(600)
         """,
         timeout_s=300,

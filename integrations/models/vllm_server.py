@@ -81,6 +81,11 @@ class VLLMServer:
         """The OpenAI-compatible root, e.g. ``http://127.0.0.1:8000/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (the leader of its process group); None when it is not running."""
+        return self._process.pid if self._process is not None else None
+
     def command(self, model: Path) -> list[str]:
         """The server's command line."""
         return [

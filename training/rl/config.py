@@ -9,8 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
+from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rl.learner import LearnerConfig
 from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS
 from memagent_graph.training.sft.warm_start import WarmStart
@@ -53,6 +55,34 @@ class TaskSettings(BaseModel):
             for name in [kind] if isinstance(kind, str) else kind:
                 get_task_kind(name)
         return kind
+
+    def tasks(
+        self, start: int, count: int, *, tokenizer: Tokenizer, chunk_tokens: int, evaluation: bool = False
+    ) -> list[Task]:
+        """Tasks ``start .. start+count`` of the training (or held-out evaluation) stream: the same on every
+        run; task-suite families are taken in turn, and evaluation draws their held-out split."""
+        from memagent_graph.training.data.task_suite import suite_task
+
+        seed = self.eval_seed if evaluation else self.seed
+        if self.kind != "needle":
+            kinds = [self.kind] if isinstance(self.kind, str) else self.kind
+            split = "eval" if evaluation else "train"
+            return [
+                suite_task(kinds[i % len(kinds)], i, tokens=self.tokens, tokenizer=tokenizer, split=split, seed=seed)
+                for i in range(start, start + count)
+            ]
+        return [
+            needle_tasks(
+                1,
+                tokens=self.tokens,
+                tokenizer=tokenizer,
+                chunk_tokens=chunk_tokens,
+                seed=seed * 1_000_003 + index,
+                value_kind=self.value_kind,
+                haystack=self.haystack,
+            )[0]
+            for index in range(start, start + count)
+        ]
 
 
 class RolloutSettings(BaseModel):

@@ -21,7 +21,7 @@ import torch
 
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.data.tasks import Task, needle_tasks
+from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
 from memagent_graph.training.rl.checkpoints import read_position, write_position
@@ -112,36 +112,9 @@ class Trainer:
 
     def tasks(self, start: int, count: int, *, evaluation: bool = False) -> list[Task]:
         """Tasks ``start .. start+count`` of the training (or evaluation) stream: the same on every run."""
-        settings = self.config.task
-        base = settings.eval_seed if evaluation else settings.seed
-        if settings.kind != "needle":
-            return self._suite_tasks(start, count, evaluation=evaluation)
-        return [
-            needle_tasks(
-                1,
-                tokens=settings.tokens,
-                tokenizer=self.tokenizer,
-                chunk_tokens=self.config.chunk_tokens,
-                seed=base * 1_000_003 + index,
-                value_kind=settings.value_kind,
-                haystack=settings.haystack,
-            )[0]
-            for index in range(start, start + count)
-        ]
-
-    def _suite_tasks(self, start: int, count: int, *, evaluation: bool) -> list[Task]:
-        """Task-suite tasks, the families taken in turn; evaluation draws the held-out split."""
-        from memagent_graph.training.data.task_suite import suite_task
-
-        settings = self.config.task
-        kinds = [settings.kind] if isinstance(settings.kind, str) else settings.kind
-        split, seed = ("eval", settings.eval_seed) if evaluation else ("train", settings.seed)
-        return [
-            suite_task(
-                kinds[i % len(kinds)], i, tokens=settings.tokens, tokenizer=self.tokenizer, split=split, seed=seed
-            )
-            for i in range(start, start + count)
-        ]
+        return self.config.task.tasks(
+            start, count, tokenizer=self.tokenizer, chunk_tokens=self.config.chunk_tokens, evaluation=evaluation
+        )
 
     def warm_start(self) -> dict[str, float]:
         """Supervised fine-tuning on a teacher's verified traces (`WarmStart`) before RL; returns its stats."""
