@@ -1,20 +1,35 @@
-"""Learning itself: README's training command, on two Ray rollout actors, raises the reward (seeded)."""
+"""Learning itself: README's training command, on two Ray rollout actors, reads the documents and RL raises the
+reward without losing what the warm start learned (seeded; measured on CPUs with and without native bf16)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
+from memagent_graph.training.rl.config import RLConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]  # the README training command runs its workers on Ray
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "train_tiny.yaml"
 
 
-def test_the_readme_training_command_raises_the_reward_on_two_chunk_needles(tmp_path):
+def _best_constant_answer(run: Path, config: RLConfig) -> float:
+    """The held-out reward of always giving the evaluation tasks' most common answer: what a policy that
+    never reads the document can reach."""
+    tokenizer = HuggingFaceTokenizer(run / "base-policy" / "tokenizer.json")
+    tasks = config.task.tasks(
+        0, config.task.eval_samples, tokenizer=tokenizer, chunk_tokens=config.chunk_tokens, evaluation=True
+    )
+    return Counter(task.golds[0] for task in tasks).most_common(1)[0][1] / len(tasks)
+
+
+def test_the_readme_training_command_reads_and_rl_raises_the_reward_and_keeps_it(tmp_path):
     command = [sys.executable, "-m", "memagent_graph.integrations.cli",
 "train", "rl", "--config", str(EXAMPLE),
                "--output-dir", str(tmp_path)]  # fmt: skip
@@ -23,9 +38,14 @@ def test_the_readme_training_command_raises_the_reward_on_two_chunk_needles(tmp_
     steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rewards = [step["reward"] for step in steps if "reward" in step]
     evals = [step["eval_reward"] for step in steps if "eval_reward" in step]
-    assert len(rewards) == 30 and "step  30  reward" in done.stdout
+    assert len(rewards) == 30 and "step  30  reward" in done.stdout and len(evals) == 7
     assert (tmp_path / "reward.png").stat().st_size > 10_000  # the curves, drawn at the end
-    # greedy reward on the 20 held-out tasks, after the warm start and every 5 RL steps: the warm start gives the
-    # format, RL the skill; the last three evaluations must all reach 0.3 and 2.5x the warm start's
-    # (measured: 0.10 -> 0.35, 0.40, 0.40, 0.40, 0.40, 0.40)
-    assert len(evals) == 7 and all(late >= 0.3 and late >= 2.5 * evals[0] for late in evals[-3:]), evals
+    # greedy reward on 100 held-out tasks after the warm start and every 5 RL steps (measured, seed 0: 0.90 flat
+    # on an AVX512-BF16 CPU; 0.71 -> 0.80, 0.84, 0.83, 0.83, 0.85, 0.84 with AVX2 kernels in fp32)
+    constant = _best_constant_answer(tmp_path, RLConfig.from_yaml(EXAMPLE))
+    assert evals[0] >= 0.5 and evals[0] >= 2 * constant, (evals, constant)  # the warm-started policy reads
+    assert all(later >= evals[0] - 0.05 for later in evals[1:]), evals  # RL never loses it
+    assert all(late >= 0.75 for late in evals[-3:]), evals
+    # RL raises the sampled reward (T=0.7, each step on new tasks): the last 10 steps' mean over the first 10's
+    # (measured: 0.87 -> 0.94 and 0.74 -> 0.81)
+    assert sum(rewards[-10:]) / 10 >= sum(rewards[:10]) / 10 + 0.05, rewards
