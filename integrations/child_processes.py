@@ -3,7 +3,8 @@
 `end_with_parent` gives a started process group a watchdog: a small Python process holding the read end of
 a pipe whose write end only this process holds. When this process exits, however it exits, the kernel closes
 the write end; the watchdog reads end-of-file and ends the group (SIGTERM, then SIGKILL after a grace
-period). Linux's parent-death signal (``PR_SET_PDEATHSIG``) is not enough here: it fires when the *thread*
+period); a child this process forks without exec holds the pipe too, so the group ends once both are gone.
+Linux's parent-death signal (``PR_SET_PDEATHSIG``) is not enough here: it fires when the *thread*
 that started the child exits, and reaches only that child, not the engine processes a server spawns.
 """
 

@@ -1,5 +1,5 @@
-"""Learning itself: README's training command, on two Ray rollout actors, reads the documents and RL raises the
-reward without losing what the warm start learned (seeded; measured on CPUs with and without native bf16)."""
+"""Learning itself: README's training command, on two Ray rollout actors, learns to read the documents, and RL keeps
+that and raises the sampled reward where there is room (seeded; measured on CPUs with and without native bf16)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _best_constant_answer(run: Path, config: RLConfig) -> float:
     return Counter(task.golds[0] for task in tasks).most_common(1)[0][1] / len(tasks)
 
 
-def test_the_readme_training_command_reads_and_rl_raises_the_reward_and_keeps_it(tmp_path):
+def test_the_readme_training_command_learns_to_read_and_rl_keeps_it(tmp_path):
     command = [sys.executable, "-m", "memagent_graph.integrations.cli",
 "train", "rl", "--config", str(EXAMPLE),
                "--output-dir", str(tmp_path)]  # fmt: skip
@@ -40,12 +40,13 @@ def test_the_readme_training_command_reads_and_rl_raises_the_reward_and_keeps_it
     evals = [step["eval_reward"] for step in steps if "eval_reward" in step]
     assert len(rewards) == 30 and "step  30  reward" in done.stdout and len(evals) == 7
     assert (tmp_path / "reward.png").stat().st_size > 10_000  # the curves, drawn at the end
-    # greedy reward on 100 held-out tasks after the warm start and every 5 RL steps (measured, seed 0: 0.90 flat
-    # on an AVX512-BF16 CPU; 0.71 -> 0.80, 0.84, 0.83, 0.83, 0.85, 0.84 with AVX2 kernels in fp32)
+    # greedy reward on 100 held-out tasks after the warm start and every 5 RL steps (README, Training, has the
+    # runs on CPUs with and without native bf16, seeds 0 and 1)
     constant = _best_constant_answer(tmp_path, RLConfig.from_yaml(EXAMPLE))
-    assert evals[0] >= 0.5 and evals[0] >= 2 * constant, (evals, constant)  # the warm-started policy reads
+    assert evals[0] >= 0.6 and evals[0] >= 3 * constant, (evals, constant)  # the warm-started policy reads
     assert all(later >= evals[0] - 0.05 for later in evals[1:]), evals  # RL never loses it
     assert all(late >= 0.75 for late in evals[-3:]), evals
-    # RL raises the sampled reward (T=0.7, each step on new tasks): the last 10 steps' mean over the first 10's
-    # (measured: 0.87 -> 0.94 and 0.74 -> 0.81)
-    assert sum(rewards[-10:]) / 10 >= sum(rewards[:10]) / 10 + 0.05, rewards
+    # RL raises the sampled reward (T=0.7, each step on new tasks) where there is room: the last 10 steps' mean
+    # over the first 10's
+    first, last = sum(rewards[:10]) / 10, sum(rewards[-10:]) / 10
+    assert last >= min(first + 0.05, 0.95), rewards
