@@ -22,11 +22,16 @@ group, grace = int(sys.argv[1]), float(sys.argv[2])
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent, not for us
 sys.stdin.buffer.read()  # returns at end-of-file: the parent has exited, or closed the watchdog
 def alive():
-    try:
-        os.killpg(group, 0)
-        return True
-    except OSError:
-        return False
+    # a member still running; zombies do not count (the parent reaps its child only once we have returned)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                state, _, pgrp = stat.read().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == group and state != "Z":
+            return True
+    return False
 if alive():
     os.killpg(group, signal.SIGTERM)
     deadline = time.monotonic() + grace

@@ -39,7 +39,7 @@ def _config(policy, folder, *, learner: dict) -> RLConfig:
             "policy": str(policy), "prompts": "tiny", "chunk_tokens": 128, "memory_tokens": 12, "answer_tokens": 8,
             "group_size": 4, "questions_per_step": 2, "ray": True, "rollout_workers": 1, "dynamic_sampling": False,
             "reward": "test_vllm_parity", "save_traces": True, "output_dir": str(folder), "seed": 5,
-            "learner": {"lr": 1e-2, "micro_batch_size": 4, **learner},
+            "learner": {"lr": 1e-2, "micro_batch_size": 4, "bf16_autocast": False, "param_dtype": "float32", **learner},
             "rollout": {
                 "backend": "vllm",
                 "engine_options": {"dtype": "float32", "max_model_len": 2048, "enforce_eager": True},

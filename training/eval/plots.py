@@ -25,6 +25,9 @@ def plot_training(metrics: str | Path, output: str | Path, *, title: str = "RL t
     if evals:
         x, y = zip(*evals, strict=True)
         axes.plot(x, y, "s--", color="tab:orange", label="held-out reward (greedy)")
+    values = [reward for _, reward in steps + evals]
+    if values:  # the whole 0-1 range of a verifiable reward, so a flat run does not look like a fall
+        axes.set_ylim(min(0.0, *values) - 0.02, max(1.0, *values) + 0.02)
     axes.set_xlabel("RL step")
     axes.set_ylabel("reward")
     axes.set_title(title)
