@@ -38,7 +38,8 @@ class LearnerConfig(BaseModel):
     clip_low: float = 0.2
     clip_high: float = 0.28
     kl_coef: float = Field(0.0, ge=0)
-    """Weight of the k3 KL penalty to the reference policy (the policy as training started); 0 skips it."""
+    """Weight of the k3 KL penalty to the reference policy (the policy RL starts from: after the warm start, if
+    any); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
     bf16_autocast: Bf16Setting = "auto"
     """bf16 autocast of the forward pass (weights and optimiser stay fp32). ``auto``: where the hardware
