@@ -244,7 +244,7 @@ class TorchLearner:
             loss = -(logprobs * packed.response_mask).sum() / share.total_tokens
             (loss * (weight * share.ranks)).backward()
             loss_sum += float(loss.detach()) * weight
-        return {"loss": loss_sum, "tokens": share.total_tokens, "grad_norm": self._step()}
+        return {"loss": loss_sum, "tokens": share.total_tokens, "grad_norm": self.clip_and_step()}
 
     def supervised(self, *, lr: float) -> TorchLearner:
         """A learner for supervised steps on this one's policy: its own optimiser at ``lr``, no KL, temperature 1
@@ -256,7 +256,7 @@ class TorchLearner:
         """One optimiser step from ``calls`` (one advantage per call); returns loss, grad norm and stats."""
         self.optimizer.zero_grad(set_to_none=True)
         stats = self.backward(calls, advantages)
-        stats["grad_norm"] = self._step()
+        stats["grad_norm"] = self.clip_and_step()
         return stats
 
     def anchor_reference(self) -> None:
@@ -296,7 +296,7 @@ class TorchLearner:
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
 
-    def _step(self) -> float:
+    def clip_and_step(self) -> float:
         """Clip the accumulated gradient, take the optimiser step; return the gradient norm before clipping."""
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(trainable, self.config.max_grad_norm)

@@ -108,16 +108,7 @@ class LearnerRank:
         import torch.distributed as dist
 
         assert self.learner is not None, "setup() first"
-        size = self.config.micro_batch_size
-        parts = split_calls(len(calls), self.world_size)
-        mine = parts[self.rank]
-        share = StepShare(
-            total_tokens=float(sum(len(c.response_ids) for c in calls)),
-            total_calls=len(calls),
-            micro_batches=max(math.ceil(len(part) / size) for part in parts),
-            ranks=self.world_size,
-            filler=calls[0],
-        )
+        mine, share = self._share(calls)
         self.learner.optimizer.zero_grad(set_to_none=True)
         stats = self.learner.backward([calls[i] for i in mine], [advantages[i] for i in mine], share=share)
         summed = torch.tensor([stats[key] for key in _STATS], dtype=torch.float64)
@@ -126,7 +117,7 @@ class LearnerRank:
         gap = torch.tensor([stats["logprob_gap"]], dtype=torch.float64)
         dist.all_reduce(gap, op=dist.ReduceOp.MAX)
         stats["logprob_gap"] = float(gap)
-        stats["grad_norm"] = self.learner._step()
+        stats["grad_norm"] = self.learner.clip_and_step()
         return stats
 
     def _share(self, calls: Sequence[TraceCall]) -> tuple[range, StepShare]:
