@@ -13,12 +13,12 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["Bf16Setting", "cpu_has_native_bf16", "native_bf16", "resolve_bf16"]
+__all__ = ["Bf16Setting", "cpu_has_native_bf16", "resolve_bf16"]
 
 logger = logging.getLogger(__name__)
 
 Bf16Setting = bool | Literal["auto"]
-"""``auto``: bf16 where the device computes it natively; ``True`` / ``False``: always / never."""
+"""``auto``: bf16 where the CPU computes it natively; ``True`` / ``False``: always / never."""
 
 
 @functools.cache
@@ -31,30 +31,20 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def native_bf16(device: str = "cpu") -> bool:
-    """Whether ``device`` (``cpu`` or ``cuda[:N]``) computes bf16 natively."""
-    if device.startswith("cuda"):
-        import torch
-
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    return cpu_has_native_bf16()
-
-
-def resolve_bf16(setting: Bf16Setting, *, device: str = "cpu", what: str = "bf16") -> bool:
-    """Whether to compute in bf16 for ``setting``; an explicit ``True`` where bf16 is not native logs one
-    warning naming ``what`` (the setting) and the cost."""
+def resolve_bf16(setting: Bf16Setting, *, what: str = "bf16") -> bool:
+    """Whether to compute in bf16 on this CPU for ``setting``; an explicit ``True`` where bf16 is not native
+    logs one warning naming ``what`` (the setting) and the cost."""
     if setting == "auto":
-        return native_bf16(device)
-    if setting and not native_bf16(device):
-        _warn_slow_bf16(what, device)
+        return cpu_has_native_bf16()
+    if setting and not cpu_has_native_bf16():
+        _warn_slow_bf16(what)
     return bool(setting)
 
 
 @functools.cache
-def _warn_slow_bf16(what: str, device: str) -> None:
+def _warn_slow_bf16(what: str) -> None:
     logger.warning(
-        "%s is on, but this %s has no native bf16 (no AVX512-BF16 or AMX): bf16 matrix products run on slow "
+        "%s is on, but this CPU has no native bf16 (no AVX512-BF16 or AMX): bf16 matrix products run on slow "
         "reference kernels, training steps many times slower than in fp32; set it to auto or false",
         what,
-        device,
     )

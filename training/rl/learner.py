@@ -42,8 +42,8 @@ class LearnerConfig(BaseModel):
     any); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
     bf16_autocast: Bf16Setting = "auto"
-    """bf16 autocast of the forward pass (weights and optimiser stay fp32). ``auto``: where the hardware
-    computes bf16 natively (a GPU, a CPU with AVX512-BF16 or AMX), fp32 elsewhere."""
+    """bf16 autocast of the forward pass (weights and optimiser stay fp32). ``auto``: where the CPU computes
+    bf16 natively (AVX512-BF16 or AMX), fp32 elsewhere."""
     workers: int = Field(1, ge=1)
     """Learner ranks (Ray actors forming one torch.distributed group); 1 with ``strategy: single`` learns in
     the trainer's process."""
@@ -67,10 +67,8 @@ class LearnerConfig(BaseModel):
 
     def fsdp_param_dtype(self) -> str:
         """FSDP2's parameter dtype on this machine (``param_dtype`` with ``auto`` resolved)."""
-        if self.param_dtype != "auto":
-            resolve_bf16(self.param_dtype == "bfloat16", what="learner.param_dtype bfloat16")
-            return self.param_dtype
-        return "bfloat16" if resolve_bf16("auto") else "float32"
+        setting = "auto" if self.param_dtype == "auto" else self.param_dtype == "bfloat16"
+        return "bfloat16" if resolve_bf16(setting, what="learner.param_dtype bfloat16") else "float32"
 
 
 @dataclass(frozen=True)
