@@ -4,7 +4,9 @@ the examples. An OpenAI-compatible endpoint if one is configured, else the embed
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -16,6 +18,7 @@ from memagent_graph.documents.tokenization import (
     VLLMServerTokenizer,
 )
 from memagent_graph.integrations.models.openai_endpoint import endpoint_from_env, openai_compatible
+from memagent_graph.reading_options import ReadingOptions
 
 EMBEDDED_READING: dict[str, object] = {
     "memory_policy": "quote",
@@ -27,12 +30,14 @@ EMBEDDED_READING: dict[str, object] = {
 """The reading settings the embedded engine is measured at (README's study): quote memory, greedy answers."""
 
 
-def reading_config(*, base_url: str | None = None, **settings: object) -> MemAgentConfig:
-    """The `MemAgentConfig` of ``settings`` (None values skipped) over the engine's defaults: `EMBEDDED_READING`
-    when the embedded engine will read (no endpoint configured), else MemAgent's reference settings."""
-    chosen = dict(EMBEDDED_READING) if endpoint_from_env(base_url=base_url) is None else {}
-    chosen.update({key: value for key, value in settings.items() if value is not None})
-    return MemAgentConfig.build(**chosen)
+def reading_config(
+    options: ReadingOptions | None = None, *, base_url: str | None = None, defaults: Mapping[str, Any] | None = None
+) -> MemAgentConfig:
+    """The `MemAgentConfig` every entry point reads with: the ``options`` given, over the entry point's own
+    ``defaults``, over the engine's: `EMBEDDED_READING` when the embedded engine will read (no endpoint
+    configured), else MemAgent's reference settings."""
+    engine = dict(EMBEDDED_READING) if endpoint_from_env(base_url=base_url) is None else {}
+    return (options or ReadingOptions()).config({**engine, **(defaults or {})})
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memagent_graph.documents.sources import FileDocument, TextDocument
 from memagent_graph.errors import EngineNotInstalledError, MemAgentError
+from memagent_graph.reading_options import ReadingOptions
 
 if TYPE_CHECKING:
     from memagent_graph.agent import MemAgent
@@ -42,8 +43,8 @@ class BatchError(MemAgentError, ValueError):
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """How every worker builds its MemAgent (plain JSON values), with `choose_model`'s rule: no ``base_url``
-    means the workers' ``MEMAGENT_BASE_URL``, else the embedded engine (one model per worker)."""
+    """How every worker builds its MemAgent: the model, with `choose_model`'s rule (no ``base_url`` means the
+    workers' ``MEMAGENT_BASE_URL``, else the embedded engine, one model per worker), and the reading options."""
 
     base_url: str | None = None
     model: str | None = None
@@ -51,12 +52,7 @@ class BatchSettings:
     tokenizer: str | None = None
     adapter: str | None = None
     model_dir: str | None = None
-    chunk_tokens: int | None = None
-    memory_tokens: int | None = None
-    answer_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    memory_policy: str | None = None
+    reading: ReadingOptions = field(default_factory=ReadingOptions)
 
     @classmethod
     def from_env(
@@ -83,15 +79,7 @@ class BatchSettings:
         """The `MemAgentConfig` these settings describe (raises `ConfigError` when invalid)."""
         from memagent_graph.integrations.model_choice import reading_config
 
-        return reading_config(
-            base_url=self.base_url,
-            chunk_tokens=self.chunk_tokens,
-            memory_tokens=self.memory_tokens,
-            answer_tokens=self.answer_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            memory_policy=self.memory_policy,
-        )
+        return reading_config(self.reading, base_url=self.base_url)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,10 @@ thread, from the environment (all variables optional):
   endpoint's ``/tokenize`` when it has one (vLLM), else the embedded engine's own, else an approximation.
 - ``MEMAGENT_DOCUMENTS_DIR``: the folder clients name documents in, by relative path as ``doc_id`` (default:
   the server's working directory); nothing outside it can be read.
-- ``MEMAGENT_CHUNK_TOKENS``, ``MEMAGENT_MEMORY_TOKENS``, ``MEMAGENT_ANSWER_TOKENS``: the reading budget.
+- ``MEMAGENT_<OPTION>`` for every `ReadingOptions` field: ``MEMAGENT_CHUNK_TOKENS``, ``MEMAGENT_MEMORY_TOKENS``,
+  ``MEMAGENT_ANSWER_TOKENS``, ``MEMAGENT_TEMPERATURE``, ``MEMAGENT_TOP_P``, ``MEMAGENT_PROMPTS`` (a bundled set's
+  name), ``MEMAGENT_MEMORY_POLICY``, ``MEMAGENT_QUOTE_MIN_GAIN``, ``MEMAGENT_MAX_ATTEMPTS``; unset ones take the
+  engine's defaults, as ``memagent ask`` does (quote memory and 2,048-token chunks on the embedded engine).
 
 The graph is compiled without a checkpointer: the server brings its own.
 """
@@ -27,28 +30,17 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.errors import ConfigError
 from memagent_graph.graph import create_memagent
-from memagent_graph.integrations.model_choice import choose_model
+from memagent_graph.integrations.model_choice import choose_model, reading_config
+from memagent_graph.reading_options import ReadingOptions
 
 GRAPH_NAME = "memagent"
-_BUDGET_VARIABLES = {
-    "chunk_tokens": "MEMAGENT_CHUNK_TOKENS",
-    "memory_tokens": "MEMAGENT_MEMORY_TOKENS",
-    "answer_tokens": "MEMAGENT_ANSWER_TOKENS",
-}
 _lock = threading.Lock()
 _built: CompiledStateGraph | None = None
 
 
 def config_from_env() -> MemAgentConfig:
-    """`MemAgentConfig` with the budgets set in ``MEMAGENT_*_TOKENS`` (the defaults elsewhere)."""
-    settings: dict[str, object] = {}
-    for field, variable in _BUDGET_VARIABLES.items():
-        if value := os.environ.get(variable, "").strip():
-            try:
-                settings[field] = int(value)
-            except ValueError:
-                raise ConfigError(f"{variable} must be a whole number of tokens, got {value!r}") from None
-    return MemAgentConfig.build(**settings)
+    """The `MemAgentConfig` of the ``MEMAGENT_*`` reading options over the engine's defaults (`reading_config`)."""
+    return reading_config(ReadingOptions.from_env())
 
 
 def documents_from_env() -> DocumentRegistry:

@@ -58,8 +58,8 @@ class MemAgentConfig(BaseModel):
     def _memory_fits_in_chunk(self) -> MemAgentConfig:
         if self.memory_tokens >= self.chunk_tokens:
             raise ValueError(
-                f"memory_tokens ({self.memory_tokens}) must be smaller than chunk_tokens ({self.chunk_tokens}); "
-                "raise --chunk-tokens or lower --memory-tokens"
+                f"`memory_tokens` ({self.memory_tokens}) must be smaller than `chunk_tokens` ({self.chunk_tokens}); "
+                "raise `chunk_tokens` or lower `memory_tokens`"
             )
         return self
 
@@ -70,7 +70,7 @@ class MemAgentConfig(BaseModel):
             return cls(**{k: v for k, v in settings.items() if v is not None})
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg'].removeprefix('Value error, ')}"
+                f"{'.'.join(f'`{p}`' for p in err['loc']) or 'config'}: {err['msg'].removeprefix('Value error, ')}"
                 for err in exc.errors()
             )
             raise ConfigError(f"invalid settings: {problems}") from None

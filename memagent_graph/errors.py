@@ -6,9 +6,21 @@ only those on (the LangGraph API server does) show our message instead of "inter
 
 from __future__ import annotations
 
+import re
+
+_SETTING = re.compile(r"`(\w+)`")
+
 
 class MemAgentError(Exception):
-    """Base class of every error this library raises on purpose."""
+    """Base class of every error this library raises on purpose.
+
+    A message names the settings it is about by their Python names in backticks (`chunk_tokens`); they are
+    ``settings``, so a front end that spells them otherwise (the CLI's ``--chunk-tokens``) can rename them.
+    """
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.settings: tuple[str, ...] = tuple(dict.fromkeys(_SETTING.findall(message)))
 
 
 class ConfigError(MemAgentError, ValueError):
@@ -118,16 +130,16 @@ def translate_model_error(exc: BaseException, *, endpoint: str | None = None) ->
     detail = _short(exc)
     if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
         return EndpointUnreachableError(
-            f"cannot reach the model endpoint{where} ({detail}); check --base-url and that the server is running"
+            f"cannot reach the model endpoint{where} ({detail}); check `base_url` and that the server is running"
         )
     if status in (401, 403):
         return ModelAuthenticationError(
-            f"the model endpoint{where} rejected the API key (HTTP {status}); set --api-key or MEMAGENT_API_KEY"
+            f"the model endpoint{where} rejected the API key (HTTP {status}); set `api_key` or MEMAGENT_API_KEY"
         )
     if status == 404:
         return ModelNotFoundError(
             f"the model endpoint{where} does not serve this model (HTTP 404: {detail}); "
-            "check --model against the server's /v1/models"
+            "check `model` against the server's /v1/models"
         )
     if status is not None and 400 <= status < 500:
         return ModelRequestError(f"the model endpoint{where} refused the request (HTTP {status}: {detail})")

@@ -44,14 +44,14 @@ class ReadChecks:
         chunk = self.config.chunk_tokens
         if self.config.memory_policy == "generate" and self.template_tokens >= chunk:  # quote sends no such prompt
             raise ConfigError(
-                f"the update prompt template alone is {self.template_tokens} tokens, not less than chunk_tokens "
-                f"({chunk}); raise --chunk-tokens (MemAgent reads 5000-token chunks) or shorten the template"
+                f"the update prompt template alone is {self.template_tokens} tokens, not less than `chunk_tokens` "
+                f"({chunk}); raise `chunk_tokens` (MemAgent reads 5000-token chunks) or shorten the template"
             )
         longest = max(self.tokenizer.count(question) for question in questions)
         if longest > chunk:
             raise QuestionTooLongError(
                 f"the question is {longest} tokens, longer than a whole chunk ({chunk} tokens); "
-                "shorten the question or raise --chunk-tokens"
+                "shorten the question or raise `chunk_tokens`"
             )
 
 
@@ -62,5 +62,5 @@ def check_recursion_limit(num_chunks: int, recursion_limit: int) -> None:
             f"the document is {num_chunks} chunks, and reading it takes {minimum_recursion_limit(num_chunks)} "
             f"graph steps, more than this run's recursion_limit ({recursion_limit}); pass "
             f'config={{"recursion_limit": {recursion_limit_for(num_chunks)}}} '
-            "(memagent_graph.graph.recursion_limit_for(num_chunks)) or raise --chunk-tokens"
+            "(memagent_graph.graph.recursion_limit_for(num_chunks)) or raise `chunk_tokens`"
         )

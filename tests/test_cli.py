@@ -158,7 +158,7 @@ def test_empty_question(memagent, doc):
 def test_memory_not_smaller_than_chunk(memagent, doc):
     _assert_one_line_error(
         memagent("ask", str(doc), "q", "--chunk-tokens", "100", "--memory-tokens", "100"),
-        "must be smaller than chunk_tokens",
+        "must be smaller than --chunk-tokens (100); raise --chunk-tokens or lower --memory-tokens",
     )
 
 

@@ -21,6 +21,8 @@ import pytest
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.ray_batch import BatchError, BatchSettings, BatchSummary, run_batch
+from memagent_graph.prompts import PromptSet
+from memagent_graph.reading_options import ReadingOptions
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 ray = pytest.importorskip("ray")
@@ -87,7 +89,7 @@ def jobs(tokenizer, tmp_path_factory):
 
 
 def settings(server) -> BatchSettings:
-    return BatchSettings(base_url=server.base_url, api_key=SECRET, **SMALL)
+    return BatchSettings(base_url=server.base_url, api_key=SECRET, reading=ReadingOptions(**SMALL))
 
 
 def read_records(path: Path) -> list[dict]:
@@ -202,14 +204,17 @@ def memagent(*args, env_extra=None):
 
 
 def test_cli_end_to_end(server, jobs):
+    """Options reach the workers: ``--prompts verbatim`` (once ignored by batch) shapes every update call."""
     folder, answers = jobs
+    verbatim = PromptSet.verbatim().update.split("<question>")[0].strip()
+    seen_before = len(server.chat_requests())
     source, output = folder / "cli.jsonl", folder / "cli-out.jsonl"
     source.write_text("".join((folder / "good.jsonl").read_text().splitlines(keepends=True)[:2]) + "not json\n")
     budget = [f"--{key.replace('_', '-')}={value}" for key, value in SMALL.items()]
     temp_dir = tempfile.mkdtemp(prefix="rbc", dir="/tmp")
     try:
         result = memagent(
-            "batch", str(source), str(output), "--base-url", server.base_url, "--api-key", SECRET, *budget,
+            "batch", str(source), str(output), "--base-url", server.base_url, "--api-key", SECRET, *budget, "--prompts", "verbatim",
             env_extra={"RAY_TMPDIR": temp_dir},
         )  # fmt: skip
         assert wait_until_gone(temp_dir) == []  # the CLI shut its local Ray down
@@ -222,6 +227,9 @@ def test_cli_end_to_end(server, jobs):
     expected = {"pair-0": answers["pair-0"], "pair-1": answers["pair-1"], "line-3": None}
     assert {r["key"]: r.get("answer") for r in read_records(output)} == expected
     assert SECRET not in output.read_text()
+    prompts = [r["messages"][-1]["content"] for r in server.chat_requests()[seen_before:]]
+    updates = [p for p in prompts if "<section>" in p]
+    assert updates and all(p.startswith(verbatim) for p in updates)
 
 
 def test_cli_error_is_one_line(tmp_path):
@@ -240,4 +248,8 @@ def test_unusable_output_stops_before_any_work(tmp_path):
     with pytest.raises(BatchError, match="is the input file"):
         run_batch(source, source, **options)
     with pytest.raises(ConfigError, match="memory_tokens"):
-        run_batch(source, tmp_path / "out.jsonl", **{**options, "settings": BatchSettings(chunk_tokens=10)})
+        run_batch(
+            source,
+            tmp_path / "out.jsonl",
+            **{**options, "settings": BatchSettings(reading=ReadingOptions(chunk_tokens=10))},
+        )

