@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memagent_graph.errors import ConfigError
@@ -37,10 +35,11 @@ class MemAgentConfig(BaseModel):
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     prompts: PromptSet = Field(default_factory=PromptSet)
-    memory_policy: Literal["generate", "quote"] = Field(
+    memory_policy: str = Field(
         "generate",
-        description="generate: the model writes its memory (MemAgent). quote: the memory is the sentences that "
-        "best predict the question, chosen by the model's likelihood (needs a scoring model: the embedded engine).",
+        description="A registered memory policy (`memagent_graph.nodes.register_memory_policy`). generate: the model "
+        "writes its memory (MemAgent). quote: the memory is the sentences that best predict the question, chosen by "
+        "the model's likelihood (needs a scoring model: the embedded engine).",
     )
     quote_min_gain: float = Field(
         12.0, description="quote: nats by which a sentence must beat an empty passage at predicting the question."

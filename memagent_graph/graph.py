@@ -23,6 +23,8 @@ from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.nodes import final_answer, read_chunk, update_memory
+from memagent_graph.nodes.memory_policy import MemoryPolicy
+from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION
 from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
 from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
@@ -42,18 +44,21 @@ def build_memagent_graph(
     config: MemAgentConfig | None = None,
     answer_model: BaseChatModel | None = None,
     many_questions: bool = False,
+    policy: MemoryPolicy | None = None,
 ) -> StateGraph:
-    """The uncompiled MemAgent graph over the documents in ``documents`` (input: ``question``, ``doc_id``).
+    """The uncompiled MemAgent graph over the documents in ``documents`` (input: ``question``, ``doc_id``);
+    ``policy`` (default: the memory policy ``config`` names) writes each memory.
 
     With ``many_questions`` it reads in lockstep (input: ``questions``, ``doc_id``): each chunk is read once
     and every question's memory is updated by one batched model call (`LockstepState`).
     """
     config = config or MemAgentConfig()
     tokenizer = tokenizer or ApproximateTokenizer()
-    if many_questions and config.memory_policy != "generate":
+    policy = policy or build_memory_policy(model, tokenizer, config)
+    if many_questions and not policy.lockstep:
         raise ConfigError(
-            f"lockstep reading supports memory_policy='generate' only, not {config.memory_policy!r}; "
-            "ask the questions one at a time (MemAgent.batch) or use memory_policy='generate'"
+            f"lockstep reading cannot use `memory_policy` {config.memory_policy!r}: it reads one question at a "
+            "time; ask the questions one at a time (MemAgent.batch) or use `memory_policy` 'generate'"
         )
     if many_questions:
         questions = MANY_QUESTIONS
@@ -63,17 +68,23 @@ def build_memagent_graph(
         builder = StateGraph(
             MemAgentState, context_schema=RunSettings, input_schema=InputState, output_schema=OutputState
         )
-    checks = ReadChecks(config, tokenizer)
+    checks = ReadChecks(config, tokenizer, uses_update_prompt=policy.uses_update_prompt)
     builder.add_node(
         "read_chunk",
         read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens, checks=checks, questions=questions),
     )
     builder.add_node(
-        "update_memory", update_memory(model, documents, tokenizer, memagent_config=config, questions=questions)
+        "update_memory",
+        update_memory(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions),
     )
-    builder.add_node(
-        "final_answer", final_answer(answer_model or model, tokenizer, memagent_config=config, questions=questions)
+    answer = final_answer(
+        answer_model or model,
+        tokenizer,
+        memagent_config=config,
+        quotes_answer=policy.quotes_answer,
+        questions=questions,
     )
+    builder.add_node("final_answer", answer)
     builder.add_edge(START, "read_chunk")
     builder.add_conditional_edges("read_chunk", _more_chunks, ["update_memory", "final_answer"])
     builder.add_conditional_edges("update_memory", _more_chunks, ["update_memory", "final_answer"])
@@ -89,6 +100,7 @@ def create_memagent(
     config: MemAgentConfig | None = None,
     answer_model: BaseChatModel | None = None,
     many_questions: bool = False,
+    policy: MemoryPolicy | None = None,
     checkpointer: BaseCheckpointSaver | bool | None = None,
     name: str = "memagent",
 ) -> CompiledStateGraph:
@@ -102,5 +114,6 @@ def create_memagent(
         config=config,
         answer_model=answer_model,
         many_questions=many_questions,
+        policy=policy,
     )
     return builder.compile(checkpointer=checkpointer, name=name)

@@ -1,8 +1,8 @@
 """`final_answer`: one call per question that sees only the question and its final memory, then extracts the
 boxed answer and cites the memory spans that hold it (`provenance.cite`).
 
-With ``memory_policy="quote"`` the prompt is the quote policy's and the reply must be one whole line of the
-memory (extractive: nothing is invented).
+When the memory policy quotes its answers (``quote``), the prompt is the quote answer prompt and the reply must
+be one whole line of the memory (extractive: nothing is invented).
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ def final_answer(
     tokenizer: Tokenizer,
     *,
     memagent_config: MemAgentConfig,
+    quotes_answer: bool = False,
     questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
-    """Build the node that answers each question from its memory and records whether the answer was boxed."""
+    """Build the node that answers each question from its memory and records whether the answer was boxed;
+    ``quotes_answer``: the reply copies one line of the memory (`MemoryPolicy.quotes_answer`)."""
     config_ = memagent_config
-    quote = config_.memory_policy == "quote"
+    quote = quotes_answer
 
     def prepare(state: Mapping[str, Any]) -> tuple[list[str], CallOptions]:
         pairs = list(zip(questions.questions(state), questions.memories(state), strict=True))

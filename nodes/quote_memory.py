@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.nodes.model_call import Completion
+from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
+from memagent_graph.nodes.model_call import CallOptions, Completion
 
 QUOTE_FINISH_REASON = "quote"
 """The ``finish_reason`` of a memory update chosen by quote selection."""
@@ -30,6 +35,9 @@ class PassageScorer(Protocol):
     """A chat model that can say how well each passage predicts a question, and whose calls accept
     ``quote_from`` (the reply must copy one line of it): the embedded engine is one."""
 
+    accepts_quote_from: bool
+    """True when the model's calls take ``quote_from``: the text one whole line of which the reply must copy."""
+
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """log p(question | passage) for each passage, summed over the question's tokens."""
         ...
@@ -37,10 +45,11 @@ class PassageScorer(Protocol):
 
 def require_scorer(model: object) -> PassageScorer:
     """``model`` as a `PassageScorer`, or a `ConfigError` naming the fix."""
-    if not isinstance(model, PassageScorer):
+    if not isinstance(model, PassageScorer) or not model.accepts_quote_from:
         raise ConfigError(
-            f"memory_policy='quote' needs a model that scores passages (score_passages), and "
-            f"{type(model).__name__} does not; use the embedded engine, or memory_policy='generate'"
+            f"`memory_policy` 'quote' needs a model that scores passages (score_passages) and copies a line of "
+            f"them (accepts_quote_from), and {type(model).__name__} does not; use the embedded engine, or "
+            "`memory_policy` 'generate'"
         )
     return model
 
@@ -65,12 +74,13 @@ def select_quotes(
     candidates: Sequence[str],
     scorer: PassageScorer,
     *,
-    tokenizer: Tokenizer,
+    count: Callable[[str], int],
     budget: int,
     min_gain: float,
 ) -> list[str]:
     """The candidates that predict ``question`` at least ``min_gain`` nats better than an empty passage, best
-    first, while their total (one per line) fits in ``budget`` tokens; a candidate too big to fit is skipped."""
+    first, while their total (one per line, ``count`` tokens each) fits in ``budget`` tokens; a candidate too big
+    to fit is skipped. This is the memory budget of a quote update: the memory never needs cutting."""
     unique = list(dict.fromkeys(candidates))
     *scores, baseline = scorer.score_passages(question, [*unique, ""])
     ranked = sorted(
@@ -80,7 +90,7 @@ def select_quotes(
     kept: list[str] = []
     used = 0
     for _, quote in ranked:
-        cost = tokenizer.count(quote) + (1 if kept else 0)  # the newline between notes
+        cost = count(quote) + (1 if kept else 0)  # the newline between notes
         if used + cost <= budget:
             kept.append(quote)
             used += cost
@@ -97,11 +107,15 @@ def quote_update(
     budget: int,
     min_gain: float,
 ) -> Completion:
-    """One memory update by quote selection, reported like a model call (the tokens scored are its prompt)."""
+    """One memory update by quote selection, reported like a model call (the tokens scored are its prompt).
+    Each candidate is tokenized once: its count serves the budget and the usage."""
     started = time.perf_counter()
-    candidates = [line for line in previous.splitlines() if line.strip()] + split_sentences(section)
-    kept = select_quotes(question, candidates, scorer, tokenizer=tokenizer, budget=budget, min_gain=min_gain)
-    scored = sum(tokenizer.count(text) for text in candidates) + (len(candidates) + 1) * tokenizer.count(question)
+    candidates = list(
+        dict.fromkeys([line for line in previous.splitlines() if line.strip()] + split_sentences(section))
+    )
+    tokens = {text: tokenizer.count(text) for text in [*candidates, question]}
+    kept = select_quotes(question, candidates, scorer, count=tokens.__getitem__, budget=budget, min_gain=min_gain)
+    scored = sum(tokens[text] for text in candidates) + (len(candidates) + 1) * tokens[question]
     return Completion(
         text="\n".join(kept),
         prompt_tokens=scored,
@@ -109,3 +123,25 @@ def quote_update(
         latency_s=time.perf_counter() - started,
         finish_reason=QUOTE_FINISH_REASON,
     )
+
+
+def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentConfig) -> MemoryPolicy:
+    """The ``quote`` policy: each question's memory chosen by `quote_update` (CPU-bound, so it has no async form),
+    answered by copying one of its lines; one question per read (no lockstep)."""
+    scorer = require_scorer(model)
+
+    def write(requests: Sequence[MemoryRequest], options: CallOptions, run: RunnableConfig) -> list[Completion]:
+        return [
+            quote_update(
+                scorer,
+                question=request.question,
+                previous=request.memory,
+                section=request.section,
+                tokenizer=tokenizer,
+                budget=options.max_tokens,
+                min_gain=config.quote_min_gain,
+            )
+            for request in requests
+        ]
+
+    return MemoryPolicy(write, quotes_answer=True, lockstep=False, uses_update_prompt=False)

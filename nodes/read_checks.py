@@ -26,10 +26,11 @@ def recursion_limit_for(num_chunks: int) -> int:
 
 
 class ReadChecks:
-    """The checks for one reading configuration and tokenizer (the template's token count is measured once)."""
+    """The checks for one reading configuration and tokenizer (the template's token count is measured once);
+    ``uses_update_prompt``: the memory policy sends the update prompt, which must then fit in a chunk."""
 
-    def __init__(self, config: MemAgentConfig, tokenizer: Tokenizer) -> None:
-        self.config, self.tokenizer = config, tokenizer
+    def __init__(self, config: MemAgentConfig, tokenizer: Tokenizer, *, uses_update_prompt: bool = True) -> None:
+        self.config, self.tokenizer, self.uses_update_prompt = config, tokenizer, uses_update_prompt
 
     @functools.cached_property
     def template_tokens(self) -> int:
@@ -42,7 +43,7 @@ class ReadChecks:
         if not questions or any(not question or not question.strip() for question in questions):
             raise EmptyQuestionError("the question is empty; ask something about the document")
         chunk = self.config.chunk_tokens
-        if self.config.memory_policy == "generate" and self.template_tokens >= chunk:  # quote sends no such prompt
+        if self.uses_update_prompt and self.template_tokens >= chunk:
             raise ConfigError(
                 f"the update prompt template alone is {self.template_tokens} tokens, not less than `chunk_tokens` "
                 f"({chunk}); raise `chunk_tokens` (MemAgent reads 5000-token chunks) or shorten the template"

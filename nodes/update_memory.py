@@ -1,8 +1,6 @@
-"""`update_memory`: show the model (question, memory, current chunk), keep its reply as the new bounded memory
-(for each question of the read: `questions`), and trace each memory's spans to the document (`provenance`).
-
-With ``memory_policy="quote"`` the model does not write the memory: it picks it from the previous notes and
-the chunk's sentences (`memagent_graph.nodes.quote_memory`).
+"""`update_memory`: read chunk ``cursor``, let the memory policy turn each question's (question, memory, chunk)
+into its new memory (`memory_policy`, by name from `policy_registry`), hold it to the memory budget, trace its
+spans to the document (`provenance`), and advance the cursor; for one question or many (`questions`).
 """
 
 from __future__ import annotations
@@ -10,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -22,19 +21,72 @@ from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
-from memagent_graph.nodes.model_call import (
-    CallOptions,
-    Completion,
-    add_usage,
-    call_options,
-    complete_all,
-    complete_all_sync,
-)
+from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
+from memagent_graph.nodes.model_call import CallOptions, Completion, add_usage, call_options
+from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
-from memagent_graph.nodes.quote_memory import quote_update, require_scorer
 from memagent_graph.nodes.read_chunk import check_same_document
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
+
+
+class _Read(NamedTuple):
+    """What one step read: each question's request, the chunk as in the document, and the run's call options."""
+
+    requests: list[MemoryRequest]
+    chunk: ReadChunk
+    options: CallOptions
+
+
+@dataclass(frozen=True)
+class _MemoryStep:
+    """The node's work around the policy call: `read` before it, `finish` (budget, trace, progress) after it."""
+
+    documents: DocumentRegistry
+    tokenizer: Tokenizer
+    config: MemAgentConfig
+    questions: Questions
+    sanitizer: Sanitizer
+
+    def read(self, state: Mapping[str, Any]) -> _Read:
+        """Chunk ``cursor`` (of the document the read began with), sanitised into each question's request."""
+        doc = self.documents.chunked(state["doc_id"], self.tokenizer, self.config.chunk_tokens)
+        check_same_document(state, doc)
+        cursor = state["cursor"]
+        text, source = doc.chunk_text(cursor), doc.chunk_metadata(cursor).get("source")
+        chunk = ReadChunk(
+            state["doc_id"], cursor, text, doc.chunk_origin(cursor), None if source is None else str(source)
+        )
+        section = self.sanitizer.clean(text).text
+        requests = [
+            MemoryRequest(question, memory, section)
+            for question, memory in zip(self.questions.questions(state), self.questions.memories(state), strict=True)
+        ]
+        return _Read(requests, chunk, call_options(self.config, budget="memory_tokens"))
+
+    def finish(self, state: Mapping[str, Any], read: _Read, completions: list[Completion]) -> dict[str, Any]:
+        """Hold each new memory to the budget, trace it to the document, report progress; the state update."""
+        memories = [
+            enforce_memory_budget(
+                completion.text,
+                previous=previous,
+                tokenizer=self.tokenizer,
+                budget=read.options.max_tokens,
+                sanitizer=self.sanitizer,
+            )
+            for completion, previous in zip(completions, self.questions.memories(state), strict=True)
+        ]
+        evidence = [
+            trace_memory(memory.text, chunk=read.chunk, previous=previous, min_score=self.config.evidence_min_score)
+            for memory, previous in zip(memories, self.questions.evidence(state), strict=True)
+        ]
+        emit_progress(state, **self.questions.progress(memories))
+        steps = [memory_step(read.chunk.index, c, m) for c, m in zip(completions, memories, strict=True)]
+        return {
+            **self.questions.memory_update(memories, steps, evidence),
+            "cursor": read.chunk.index + 1,
+            "usage": add_usage(state.get("usage"), completions),
+        }
 
 
 def update_memory(
@@ -43,92 +95,29 @@ def update_memory(
     tokenizer: Tokenizer,
     *,
     memagent_config: MemAgentConfig,
+    policy: MemoryPolicy | None = None,
     questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
     """Build the node that reads chunk ``cursor`` (after checking the document is the one the read began),
-    rewrites each question's memory from it (one model call for one question, one batched call for many) and
+    rewrites each question's memory from it with ``policy`` (default: the one ``memagent_config`` names) and
     advances the cursor."""
-    config_ = memagent_config
-    sanitizer = Sanitizer.for_reading(config_.prompts, tokenizer)
-
-    scorer = require_scorer(model) if config_.memory_policy == "quote" else None
-
-    def read(state: Mapping[str, Any]) -> tuple[str, ReadChunk]:
-        """The section the model is shown (sanitised) and the chunk as in the document."""
-        doc, cursor = documents.chunked(state["doc_id"], tokenizer, config_.chunk_tokens), state["cursor"]
-        check_same_document(state, doc)
-        text = doc.chunk_text(cursor)
-        source = doc.chunk_metadata(cursor).get("source")
-        chunk = ReadChunk(
-            state["doc_id"], cursor, text, doc.chunk_origin(cursor), None if source is None else str(source)
-        )
-        return sanitizer.clean(text).text, chunk
-
-    def prompts_of(state: Mapping[str, Any], section: str) -> list[str]:
-        return [
-            config_.prompts.render_update(question=question, memory=memory, section=section)
-            for question, memory in zip(questions.questions(state), questions.memories(state), strict=True)
-        ]
-
-    def quotes(state: Mapping[str, Any], section: str, options: CallOptions) -> list[Completion]:
-        return [
-            quote_update(
-                scorer,
-                question=question,
-                previous=memory,
-                section=section,
-                tokenizer=tokenizer,
-                budget=options.max_tokens,
-                min_gain=config_.quote_min_gain,
-            )
-            for question, memory in zip(questions.questions(state), questions.memories(state), strict=True)
-        ]
-
-    def finish(
-        state: Mapping[str, Any], chunk: ReadChunk, completions: list[Completion], options: CallOptions
-    ) -> dict[str, Any]:
-        cursor = state["cursor"]
-        memories = [
-            enforce_memory_budget(
-                completion.text, previous=previous, tokenizer=tokenizer, budget=options.max_tokens, sanitizer=sanitizer
-            )
-            for completion, previous in zip(completions, questions.memories(state), strict=True)
-        ]
-        evidence = [
-            trace_memory(memory.text, chunk=chunk, previous=previous, min_score=config_.evidence_min_score)
-            for memory, previous in zip(memories, questions.evidence(state), strict=True)
-        ]
-        emit_progress(state, **questions.progress(memories))
-        steps = [memory_step(cursor, c, m) for c, m in zip(completions, memories, strict=True)]
-        return {
-            **questions.memory_update(memories, steps, evidence),
-            "cursor": cursor + 1,
-            "usage": add_usage(state.get("usage"), completions),
-        }
-
-    def prepare(state: Mapping[str, Any]) -> tuple[ReadChunk, list[str]]:
-        """The chunk read and each question's update prompt."""
-        section, chunk = read(state)
-        return chunk, prompts_of(state, section)
+    policy = policy or build_memory_policy(model, tokenizer, memagent_config)
+    sanitizer = Sanitizer.for_reading(memagent_config.prompts, tokenizer)
+    step = _MemoryStep(documents, tokenizer, memagent_config, questions, sanitizer)
 
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        options = call_options(config_, budget="memory_tokens")
-        if scorer is not None:
-            section, chunk = read(state)
-            return finish(state, chunk, quotes(state, section, options), options)
-        chunk, prompts = prepare(state)
-        completions = complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config)
-        return finish(state, chunk, completions, options)
+        read = step.read(state)
+        return step.finish(state, read, policy.write(read.requests, read.options, config))
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        # tokenizer work may be blocking I/O (a server's /tokenize) and local scoring is CPU-bound: both run off
-        # the event loop, in one hand-off to a thread before the model call and one after it
-        if scorer is not None:
-            return await asyncio.to_thread(sync, state, config)
-        options = call_options(config_, budget="memory_tokens")
-        chunk, prompts = await asyncio.to_thread(prepare, state)
-        completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
-        return await asyncio.to_thread(finish, state, chunk, completions, options)
+        # tokenizer work may be blocking I/O (a server's /tokenize) and a policy without `awrite` is CPU-bound:
+        # they run in worker threads, off the event loop
+        read = await asyncio.to_thread(step.read, state)
+        if policy.awrite is None:
+            completions = await asyncio.to_thread(policy.write, read.requests, read.options, config)
+        else:
+            completions = await policy.awrite(read.requests, read.options, config)
+        return await asyncio.to_thread(step.finish, state, read, completions)
 
     return GraphNode(sync, async_, name="update_memory")
 

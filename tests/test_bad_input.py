@@ -88,7 +88,7 @@ CASES = {
         GOOD, ConfigError, "template alone", budget={"chunk_tokens": 60, "memory_tokens": 20}
     ),
     "memory not smaller than a chunk": Case(
-        GOOD, ConfigError, "must be smaller than chunk_tokens", budget={"memory_tokens": 300}
+        GOOD, ConfigError, "must be smaller than", budget={"memory_tokens": 300}
     ),
     "negative budget": Case(GOOD, ConfigError, "greater than 0", budget={"answer_tokens": -5}),
 }

@@ -11,7 +11,7 @@ def test_defaults_are_memagent_reference_settings():
 
 
 def test_memory_must_be_smaller_than_a_chunk():
-    with pytest.raises(ConfigError, match=r"memory_tokens \(5000\) must be smaller than chunk_tokens \(5000\)"):
+    with pytest.raises(ConfigError, match=r"`memory_tokens` \(5000\) must be smaller than `chunk_tokens` \(5000\)"):
         MemAgentConfig.build(memory_tokens=5000)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.language_models import BaseChatModel
@@ -41,6 +41,7 @@ class WordOverlapScorer:
 class QuotingModel(BaseChatModel):
     """A chat model with a word-overlap scorer; its answer is the first line of ``quote_from``."""
 
+    accepts_quote_from: ClassVar[bool] = True
     _scorer: WordOverlapScorer = PrivateAttr(default_factory=WordOverlapScorer)
     _answer_options: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
@@ -74,20 +75,20 @@ def test_overlong_sentence_is_cut_at_spaces_into_bounded_pieces():
 
 def test_selection_keeps_sentences_beating_the_empty_passage_best_first(tokenizer):
     candidates = ["Rivers and hills.", "The north gate is old.", NEEDLE]
-    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), tokenizer=tokenizer, budget=100, min_gain=2)
+    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), count=tokenizer.count, budget=100, min_gain=2)
     assert kept == [NEEDLE, "The north gate is old."]
 
 
 def test_selection_stops_at_the_memory_budget(tokenizer):
     candidates = [NEEDLE, "The north gate is old."]
     budget = tokenizer.count(NEEDLE)
-    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), tokenizer=tokenizer, budget=budget, min_gain=1)
+    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), count=tokenizer.count, budget=budget, min_gain=1)
     assert kept == [NEEDLE]
 
 
 def test_selection_scores_each_candidate_once_and_the_empty_passage(tokenizer):
     scorer = WordOverlapScorer()
-    select_quotes(QUESTION, [NEEDLE, NEEDLE, "Hills."], scorer, tokenizer=tokenizer, budget=100, min_gain=1)
+    select_quotes(QUESTION, [NEEDLE, NEEDLE, "Hills."], scorer, count=tokenizer.count, budget=100, min_gain=1)
     assert scorer.calls == [[NEEDLE, "Hills.", ""]]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
@@ -119,6 +119,9 @@ class LocalChatModel(BaseChatModel):
     def tokenizer(self) -> HuggingFaceTokenizer:
         """Return this model's tokenizer, to count chunk and memory budgets in its tokens."""
         return self._engine.tokenizer()
+
+    accepts_quote_from: ClassVar[bool] = True
+    """Calls take ``quote_from``: the reply copies one whole line of it (the quote policy's answers)."""
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """How well each passage predicts ``question``: log p(question | passage), summed over its tokens.
