@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 
 import pytest
@@ -11,7 +12,8 @@ import torch
 from memagent_graph import precision
 from memagent_graph.errors import ConfigError
 from memagent_graph.testing import sampled_calls
-from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, pack, token_logprobs
+from memagent_graph.training.rl.learner import Learner, LearnerConfig, TorchLearner, pack, token_logprobs
+from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
@@ -111,10 +113,30 @@ def test_rollout_and_learner_weights_are_identical_after_a_sync(rollout, calls):
         assert torch.equal(target.model.state_dict()[name], tensor), name
 
 
-def test_the_logprob_gap_is_zero_on_the_rollouts_own_policy_and_shows_a_stale_one(rollout, calls):
-    assert _learner(rollout).backward(calls, ADVANTAGES)["logprob_gap"] < 1e-4
+def test_the_logprob_gap_and_approx_kl_are_zero_on_the_rollouts_own_policy_and_show_a_stale_one(rollout, calls):
+    own = _learner(rollout).update(calls, ADVANTAGES)
+    assert own["logprob_gap"] < 1e-4 and own["approx_kl"] == pytest.approx(0.0, abs=1e-5)
     stale = [c.model_copy(update={"logprobs": [lp - 0.5 for lp in c.logprobs]}) for c in calls]
-    assert _learner(rollout).backward(stale, ADVANTAGES)["logprob_gap"] == pytest.approx(0.5, abs=1e-4)
+    shifted = _learner(rollout).backward(stale, ADVANTAGES)
+    assert shifted["logprob_gap"] == pytest.approx(0.5, abs=1e-4)
+    assert shifted["approx_kl"] == pytest.approx(-0.5, abs=1e-4)  # token mean of old - new log-probability
+
+
+@pytest.mark.parametrize("implementation", [TorchLearner, LearnerGroup])
+def test_the_single_learner_and_the_group_implement_the_learner_protocol(implementation):
+    members = [name for name, value in vars(Learner).items() if callable(value) and not name.startswith("_")]
+    assert {"update", "supervised", "weights", "save", "load"} <= set(members)
+    for name in members:
+        expected = [(p.name, p.kind) for p in inspect.signature(getattr(Learner, name)).parameters.values()]
+        actual = [(p.name, p.kind) for p in inspect.signature(getattr(implementation, name)).parameters.values()]
+        assert actual == expected, name
+
+
+def test_a_learner_is_a_learner_and_without_lora_has_no_adapter_to_save(rollout, tmp_path):
+    learner = _learner(rollout)
+    assert isinstance(learner, Learner)
+    with pytest.raises(ConfigError, match="no adapter to save"):
+        learner.save_adapter(tmp_path / "adapter")
 
 
 def test_bf16_autocast_auto_follows_the_cpus_native_bf16(rollout, monkeypatch):

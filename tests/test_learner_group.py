@@ -51,7 +51,7 @@ def single(policy, calls):
 
 def _assert_same_step(stats, weights, single):
     expected_stats, expected_weights = single
-    for key in ("loss", "grad_norm", "clip_fraction", "entropy", "tokens", "logprob_gap"):
+    for key in ("loss", "grad_norm", "clip_fraction", "approx_kl", "entropy", "tokens", "logprob_gap"):
         assert stats[key] == pytest.approx(expected_stats[key], abs=TOLERANCE), key
     assert set(weights) == set(expected_weights)
     for name, tensor in expected_weights.items():

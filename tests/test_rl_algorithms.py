@@ -1,4 +1,5 @@
-"""The RL objectives, pure torch: advantages over episodes, broadcast to calls, clipping, KL, aggregation."""
+"""The RL objectives, pure torch: advantages over episodes, broadcast to calls, clipping, KL, aggregation; and
+the trainer's credit per call (`score_calls`: episode advantage plus the call's own overlong penalty)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from memagent_graph.training.rl.algorithms import (
     policy_loss,
     truncated_importance_weights,
 )
+from memagent_graph.training.rl.config import RLConfig
+from memagent_graph.training.rl.trainer import score_calls
+from memagent_graph.training.rollout.traces import TraceCall
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
 GROUPS = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2])
@@ -126,6 +130,52 @@ def test_truncated_importance_weights_are_capped_and_carry_no_gradient():
 def test_overlong_penalty_falls_linearly_in_the_buffer():
     penalty = overlong_penalty(torch.tensor([50, 80, 90, 100]), max_tokens=100, buffer_tokens=20)
     assert penalty.tolist() == pytest.approx([0.0, 0.0, -0.5, -1.0])
+
+
+def test_overlong_penalty_takes_one_limit_per_response():
+    penalty = overlong_penalty(torch.tensor([14, 7]), max_tokens=torch.tensor([16, 8]), buffer_tokens=4)
+    assert penalty.tolist() == pytest.approx([-0.5, -0.75])
+
+
+def _call(episode: int, node: str, length: int, limit: int | None) -> TraceCall:
+    """A recorded call of ``length`` response tokens sampled with the token limit ``limit``."""
+    return TraceCall(
+        episode_id=f"e{episode}", group_id="q", call_index=int(node == "final_answer"), node=node, prompt_ids=[1],
+        response_ids=[2] * length, logprobs=[-1.0] * length, finish_reason="stop", max_tokens=limit,
+        policy_version=0, latency_s=0.0, text="",
+    )  # fmt: skip
+
+
+SCORING = {"group_size": 2, "questions_per_step": 1, "memory_tokens": 16, "answer_tokens": 8}
+
+
+def test_a_call_that_runs_into_the_overlong_buffer_is_trained_with_its_own_penalty():
+    # one question read twice (rewards 1 and 0), each episode a memory update (limit 16) and an answer (limit 8)
+    traces = [
+        [_call(0, "update_memory", 16, 16), _call(0, "final_answer", 3, 8)],
+        [_call(1, "update_memory", 4, 16), _call(1, "final_answer", 7, 8)],
+    ]
+    rewards = torch.tensor([1.0, 0.0])
+    plain = score_calls(traces, rewards, RLConfig(**SCORING))
+    assert plain.advantages == [0.5, 0.5, -0.5, -0.5] and plain.overlong_penalty == 0.0
+    shaped = score_calls(traces, rewards, RLConfig(**SCORING, overlong_buffer=4))
+    # the update that reached its limit loses 1, the answer 3 tokens into its 4-token buffer 0.75, the others 0
+    assert shaped.advantages == pytest.approx([0.5 - 1.0, 0.5, -0.5, -0.5 - 0.75])
+    assert shaped.calls == plain.calls and shaped.overlong_penalty == pytest.approx(-1.75 / 4)
+
+
+def test_length_alone_keeps_no_group_and_a_call_recorded_without_its_limit_is_not_shaped():
+    traces = [[_call(0, "final_answer", 8, 8)], [_call(1, "final_answer", 8, None)]]
+    config = RLConfig(**SCORING, overlong_buffer=4, overlong_penalty_factor=0.5)
+    dropped = score_calls(traces, torch.tensor([0.0, 0.0]), config)
+    assert (dropped.calls, dropped.kept_episodes, dropped.overlong_penalty) == ([], 0, -0.25)
+    kept = score_calls(traces, torch.tensor([1.0, 0.0]), config)
+    assert kept.kept_episodes == 2 and kept.advantages == pytest.approx([0.5 - 0.5, -0.5])
+
+
+def test_an_overlong_buffer_must_fit_inside_every_calls_limit():
+    with pytest.raises(ValueError, match="overlong_buffer 8 must be smaller than memory_tokens"):
+        RLConfig(**SCORING, overlong_buffer=8)
 
 
 def test_sequence_mean_aggregation_weighs_sequences_equally():

@@ -85,13 +85,26 @@ def test_groups_with_equal_rewards_are_dropped_and_nothing_is_updated(policy, tm
     assert all(torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
 
 
+def test_calls_record_their_nodes_token_limit_and_overlong_shaping_trains_on_their_lengths(policy, tmp_path):
+    trainer = Trainer(_config(policy, tmp_path, overlong_buffer=4, save_traces=True))
+    metrics = trainer.step()
+    traces = [json.loads(line) for line in (tmp_path / "run" / "traces.jsonl").read_text().splitlines()]
+    assert {(call["node"], call["max_tokens"]) for call in traces} == {("update_memory", 12), ("final_answer", 8)}
+    lengths = [(len(call["response_ids"]), call["max_tokens"]) for call in traces]
+    expected = sum(min(0.0, -(length - (limit - 4)) / 4) for length, limit in lengths) / len(traces)
+    assert expected < 0 and metrics["overlong_penalty"] == pytest.approx(expected)
+    # every reward is 0 (the untrained policy never answers right): the penalties alone move the policy
+    assert metrics["reward"] == 0.0 and metrics["calls_trained"] == len(traces) and metrics["policy_version"] == 1
+
+
 def test_each_step_logs_a_json_line_and_tensorboard_scalars(policy, parity_reward, tmp_path):
     trainer = Trainer(_config(policy, tmp_path, reward=parity_reward))
     trainer.step()
     trainer.evaluate()
     trainer.close()
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert lines[0]["step"] == 0 and {"reward", "grad_norm", "entropy", "clip_fraction", "rollout_s"} <= set(lines[0])
+    logged = {"reward", "grad_norm", "entropy", "clip_fraction", "approx_kl", "overlong_penalty", "rollout_s"}
+    assert lines[0]["step"] == 0 and logged <= set(lines[0])
     assert "eval_reward" in lines[1]
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
 

@@ -79,10 +79,10 @@ def broadcast_to_calls(episode_values: torch.Tensor, call_episode: torch.Tensor)
 
 
 def overlong_penalty(
-    response_lengths: torch.Tensor, *, max_tokens: int, buffer_tokens: int, factor: float = 1.0
+    response_lengths: torch.Tensor, *, max_tokens: int | torch.Tensor, buffer_tokens: int, factor: float = 1.0
 ) -> torch.Tensor:
     """DAPO's soft overlong punishment: 0 up to ``max_tokens - buffer_tokens``, then falling linearly to
-    ``-factor`` at ``max_tokens`` (added to the reward)."""
+    ``-factor`` at ``max_tokens`` (added to the reward; ``max_tokens`` may be one limit per response)."""
     expected = max_tokens - buffer_tokens
     over = (response_lengths.to(torch.float32) - expected) / buffer_tokens
     return torch.clamp(-over * factor, max=0.0)
@@ -104,7 +104,8 @@ def truncated_importance_weights(
     learner_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, *, cap: float = 2.0
 ) -> torch.Tensor:
     """Token-level truncated importance sampling between the rollout engine and the learner (no gradient):
-    min(exp(learner - rollout), cap)."""
+    min(exp(learner - rollout), cap). Not used by the trainer yet (`policy_loss` takes it as
+    ``importance_weights``)."""
     return torch.exp(learner_logprobs - rollout_logprobs).clamp(max=cap).detach()
 
 
@@ -135,7 +136,9 @@ def aggregate(
 
 @dataclass(frozen=True)
 class PolicyLoss:
-    """The clipped policy-gradient loss of a (micro-)batch and what to log about it."""
+    """The clipped policy-gradient loss of a (micro-)batch and what to log about it: the share of clipped
+    tokens, ``approx_kl`` (the token mean of old - new log-probability: k1 KL from the sampling policy to the
+    learner's), the k3 ``kl`` to the reference and the token count."""
 
     loss: torch.Tensor
     clip_fraction: float

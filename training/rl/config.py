@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memagent_graph.config import MemAgentConfig, RetrySettings
 from memagent_graph.documents.tokenization import Tokenizer
@@ -115,6 +115,16 @@ class RLConfig(BaseModel):
     advantage: str = "dr_grpo"
     reward: str = "memagent_verifier"
     dynamic_sampling: bool = True
+    overlong_buffer: int = Field(
+        0,
+        ge=0,
+        description="DAPO's soft overlong shaping (0: off): a call whose response runs into the last N tokens of "
+        "its limit (memory_tokens for a memory update, answer_tokens for the answer) is trained with its "
+        "episode's reward minus a penalty growing linearly to overlong_penalty_factor at the limit.",
+    )
+    overlong_penalty_factor: float = Field(
+        1.0, ge=0.0, description="The overlong penalty of a response that reaches its limit (DAPO: 1.0)."
+    )
     temperature: float = Field(1.0, gt=0.0)
     chunk_tokens: int = 512
     memory_tokens: int = 64
@@ -131,6 +141,15 @@ class RLConfig(BaseModel):
     save_traces: bool = Field(False, description="Append each step's scored calls to traces.jsonl.")
     output_dir: str = "runs/memagent-rl"
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _buffer_within_the_limits(self) -> RLConfig:
+        if self.overlong_buffer and self.overlong_buffer >= min(self.memory_tokens, self.answer_tokens):
+            raise ValueError(
+                f"overlong_buffer {self.overlong_buffer} must be smaller than memory_tokens ({self.memory_tokens}) "
+                f"and answer_tokens ({self.answer_tokens}): it is the last part of each call's limit"
+            )
+        return self
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> RLConfig:

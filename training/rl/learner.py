@@ -1,9 +1,10 @@
 """The learner: one policy-gradient step from recorded calls, in plain torch (AdamW, micro-batches, clipping).
 
-Every recorded call is a (prompt ids, response ids, rollout log-probabilities) row with its episode's
-advantage. Rows are packed into micro-batches; the loss is summed over response tokens (EOS included,
-padding excluded) and divided by the token count of the *whole* step, so how the step is cut into
-micro-batches never changes the gradient.
+Every recorded call is a (prompt ids, response ids, rollout log-probabilities) row with its advantage.
+Rows are packed into micro-batches; the loss is summed over response tokens (EOS included, padding
+excluded) and divided by the token count of the *whole* step, so how the step is cut into micro-batches
+never changes the gradient. `Learner` is what the trainer drives: this process's `TorchLearner`, or a
+`LearnerGroup` of ranks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -24,6 +25,9 @@ from memagent_graph.precision import Bf16Setting, resolve_bf16
 from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
+
+if TYPE_CHECKING:
+    from memagent_graph.training.sft.rejection_sampling import SupervisedLearner
 
 
 class LearnerConfig(BaseModel):
@@ -69,6 +73,43 @@ class LearnerConfig(BaseModel):
         """FSDP2's parameter dtype on this machine (``param_dtype`` with ``auto`` resolved)."""
         setting = "auto" if self.param_dtype == "auto" else self.param_dtype == "bfloat16"
         return "bfloat16" if resolve_bf16(setting, what="learner.param_dtype bfloat16") else "float32"
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """What the trainer drives, implemented by `TorchLearner` (one process) and `LearnerGroup` (Ray ranks)."""
+
+    def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
+        """One optimiser step on ``calls`` (one advantage per call); the step's loss, grad norm and stats."""
+        ...
+
+    def supervised(self, *, lr: float) -> SupervisedLearner:
+        """Supervised steps on this policy with their own optimiser at ``lr`` (the warm start)."""
+        ...
+
+    def anchor_reference(self) -> None:
+        """Make the KL reference the policy as it is now (no-op without a KL penalty)."""
+        ...
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The trainable weights, whole, on CPU: what the rollout workers load."""
+        ...
+
+    def save(self, folder: str | Path) -> None:
+        """Checkpoint the policy, optimiser and RNG in ``folder``."""
+        ...
+
+    def load(self, folder: str | Path) -> None:
+        """Continue from a checkpoint written by `save`."""
+        ...
+
+    def save_adapter(self, folder: str | Path, *, base_model: str | None = None) -> Path:
+        """The LoRA adapters as a peft folder (``base_model`` names the model they adapt)."""
+        ...
+
+    def close(self) -> None:
+        """Release processes and process groups (nothing to do in one process)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -190,7 +231,7 @@ class TorchLearner:
         config = self.config
         share = share or StepShare.whole(calls, micro_batch_size=config.micro_batch_size)
         total_tokens = share.total_tokens
-        stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
+        stats = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
         stats["logprob_gap"] = 0.0  # the largest |learner - rollout| log-prob of a sampled token, before the step
         for start, rows, weight in self._passes(calls, share):
             packed, logits, logprobs = self._forward(rows)
@@ -214,6 +255,7 @@ class TorchLearner:
                 continue
             stats["loss"] += float(result.loss.detach())
             stats["clip_fraction"] += result.clip_fraction * result.tokens / total_tokens
+            stats["approx_kl"] += result.approx_kl * result.tokens / total_tokens
             stats["kl"] += result.kl
             with torch.no_grad():
                 entropy = entropy_from_logits(logits.detach())
@@ -276,6 +318,20 @@ class TorchLearner:
         save_file(self.weights(), str(folder / "policy.safetensors"))
         state = {"optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state()}
         torch.save(state, folder / "trainer_state.pt")
+
+    def save_adapter(self, folder: str | Path, *, base_model: str | None = None) -> Path:
+        """The LoRA adapters as a peft folder (``adapter_config.json``, ``adapter_model.safetensors``): what the
+        embedded engine and ``PeftModel.from_pretrained`` load; ``base_model`` replaces the folder the policy
+        was loaded from as the model they adapt."""
+        if not hasattr(self.model, "peft_config"):
+            raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
+        if base_model is not None:
+            self.model.peft_config["default"].base_model_name_or_path = base_model
+        self.model.save_pretrained(str(folder))
+        return Path(folder)
+
+    def close(self) -> None:
+        """Nothing to release: the policy lives in this process."""
 
     def load(self, folder: str | Path) -> None:
         """Load what `save` wrote, or a `LearnerGroup`'s sharded checkpoint (gathered whole)."""

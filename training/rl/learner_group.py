@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, sav
 from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy
 from memagent_graph.training.rollout.traces import TraceCall
 
-_STATS = ("loss", "clip_fraction", "kl", "entropy")
+_STATS = ("loss", "clip_fraction", "approx_kl", "kl", "entropy")
 
 
 class LearnerRankError(MemAgentError, RuntimeError):
@@ -185,7 +185,7 @@ class LearnerRank:
 
 
 class LearnerGroup:
-    """``config.workers`` learner ranks as Ray actors, driven like one `TorchLearner`: `update` a step,
+    """``config.workers`` learner ranks as Ray actors, a `Learner` like one `TorchLearner`: `update` a step,
     `weights` for the rollout workers, `save` / `load` sharded checkpoints."""
 
     def __init__(self, policy: str | Path, *, config: LearnerConfig, temperature: float = 1.0, seed: int = 0) -> None:
@@ -229,7 +229,7 @@ class LearnerGroup:
     def supervised(self, *, lr: float) -> _GroupSupervised:
         """Supervised steps on the group's policy (`TorchLearner.supervised` on every rank)."""
         self._all([rank.start_supervised.remote(lr) for rank in self.ranks])
-        return _GroupSupervised(self)
+        return _GroupSupervised(self.ranks, self._all)
 
     def anchor_reference(self) -> None:
         """Make every rank's KL reference the policy as it is now (`TorchLearner.anchor_reference`)."""
@@ -249,6 +249,12 @@ class LearnerGroup:
             raise ConfigError(f"{folder} holds no sharded learner checkpoint (no .metadata)")
         self._all([rank.load.remote(str(folder)) for rank in self.ranks])
 
+    def save_adapter(self, folder: str | Path, *, base_model: str | None = None) -> Path:
+        """Refused: a group trains every weight (LoRA needs ``learner.strategy: single``)."""
+        raise ConfigError(
+            f"learner.strategy {self.config.strategy} trains every weight: there is no LoRA adapter to save"
+        )
+
     def close(self) -> None:
         """Stop the ranks."""
         import ray
@@ -261,11 +267,12 @@ class LearnerGroup:
 class _GroupSupervised:
     """The group as a `SupervisedLearner` (what `sft.fine_tune` steps)."""
 
-    def __init__(self, group: LearnerGroup) -> None:
-        self.group = group
+    def __init__(self, ranks: list[Any], run: Callable[[list[Any]], list[Any]]) -> None:
+        """``run`` waits for the ranks' results (the group's, which fails fast when a rank dies)."""
+        self.ranks, self.run = ranks, run
 
     def sft_update(self, calls: Sequence[TraceCall]) -> dict[str, float]:
         import ray
 
         calls_ref = ray.put(list(calls))
-        return self.group._all([rank.sft_update.remote(calls_ref) for rank in self.group.ranks])[0]
+        return self.run([rank.sft_update.remote(calls_ref) for rank in self.ranks])[0]

@@ -3,17 +3,20 @@
 Each step takes the next ``questions_per_step`` tasks; every question is read ``group_size`` times through
 the *same* compiled MemAgent graph by the recording policy on the rollout workers (concurrently, batched);
 the final answer's reward is the episode's, its group advantage is copied to every call of the episode
-(MemAgent's multi-conversation recipe), groups whose rewards are all equal are dropped (DAPO dynamic
-sampling), the learner takes one step on the kept calls, and the workers get the new weights through Ray's
-object store. Metrics go to ``metrics.jsonl`` and TensorBoard in the run folder; checkpoints hold the
-weights (safetensors), optimiser, RNG, sampling counters and the data position, and resume exactly.
+(MemAgent's multi-conversation recipe) plus, with ``overlong_buffer``, the call's own DAPO overlong penalty
+(`score_calls`), groups whose rewards are all equal are dropped (DAPO dynamic sampling), the learner (a
+`Learner`: in this process, or a group of ranks) takes one step on the kept calls, and the workers get the
+new weights through Ray's object store. Metrics go to ``metrics.jsonl`` and TensorBoard in the run folder;
+checkpoints hold the weights (safetensors), optimiser, RNG, sampling counters and the data position, and
+resume exactly.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +26,71 @@ from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rewards import get_reward
-from memagent_graph.training.rl.algorithms import broadcast_to_calls, get_advantage_estimator, informative_groups
+from memagent_graph.training.rl.algorithms import (
+    broadcast_to_calls,
+    get_advantage_estimator,
+    informative_groups,
+    overlong_penalty,
+)
 from memagent_graph.training.rl.checkpoints import read_position, write_position
 from memagent_graph.training.rl.config import RLConfig
-from memagent_graph.training.rl.learner import TorchLearner, frozen_copy
+from memagent_graph.training.rl.learner import Learner, TorchLearner, frozen_copy
 from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
 from memagent_graph.training.rollout.weights import with_lora
 from memagent_graph.training.rollout.worker import Episode
 from memagent_graph.training.rollout.worker_pool import WorkerPool
+
+
+@dataclass(frozen=True)
+class ScoredCalls:
+    """What a step trains: the kept episodes' calls (episode by episode), one advantage per call, how many
+    episodes were kept, and the mean overlong penalty over every call of the step (0 when shaping is off)."""
+
+    calls: list[TraceCall]
+    advantages: list[float]
+    kept_episodes: int
+    overlong_penalty: float
+
+
+def overlong_penalties(calls: Sequence[TraceCall], config: RLConfig) -> torch.Tensor:
+    """Each call's DAPO soft overlong penalty (`overlong_penalty`): its response's length against the limit it
+    was sampled with; 0 with ``overlong_buffer: 0`` and for a call recorded without its limit."""
+    if not config.overlong_buffer:
+        return torch.zeros(len(calls))
+    penalties = overlong_penalty(
+        torch.tensor([len(call.response_ids) for call in calls]),
+        max_tokens=torch.tensor([call.max_tokens or 0 for call in calls]),
+        buffer_tokens=config.overlong_buffer,
+        factor=config.overlong_penalty_factor,
+    )
+    return torch.where(torch.tensor([call.max_tokens is not None for call in calls]), penalties, 0.0)
+
+
+def score_calls(traces: Sequence[Sequence[TraceCall]], rewards: torch.Tensor, config: RLConfig) -> ScoredCalls:
+    """Credit for every call of a step's episodes (``group_size`` consecutive episodes per question).
+
+    A call is trained with its episode's reward plus its own overlong penalty (MemAgent's multi-conversation
+    setting with DAPO's shaping per call's response). The group baseline (and GRPO's scale) comes from the
+    episode rewards alone, so a call's advantage is its episode's advantage plus its penalty, unscaled: the
+    penalty falls on the call that ran long, not on the episode's other calls, and no group's reward std
+    (0 in an all-equal group) magnifies it. Dynamic sampling keeps the groups whose episode rewards differ
+    (DAPO filters on accuracy too), so length alone never makes a group worth training on.
+    """
+    groups = torch.tensor([index // config.group_size for index in range(len(traces))])
+    advantages = get_advantage_estimator(config.advantage)(rewards, groups)
+    keep = informative_groups(rewards, groups) if config.dynamic_sampling else torch.ones(len(traces), dtype=torch.bool)
+    every = [call for episode in traces for call in episode]
+    call_episode = torch.tensor([index for index, episode in enumerate(traces) for _ in episode], dtype=torch.long)
+    penalties = overlong_penalties(every, config)
+    trained = keep[call_episode]
+    return ScoredCalls(
+        calls=[call for call, kept in zip(every, trained.tolist(), strict=True) if kept],
+        advantages=(broadcast_to_calls(advantages, call_episode) + penalties)[trained].tolist(),
+        kept_episodes=int(keep.sum()),
+        overlong_penalty=float(penalties.mean()) if every else 0.0,
+    )
 
 
 class Trainer:
@@ -46,7 +104,7 @@ class Trainer:
         self.tokenizer = HuggingFaceTokenizer(self.policy / "tokenizer.json")
         torch.manual_seed(config.seed)
         lora = config.lora.model_dump() if config.lora else None
-        self.learner: TorchLearner | LearnerGroup = (
+        self.learner: Learner = (
             self._local_learner(lora) if config.learner.strategy == "single" else self._learner_group()
         )
         self.workers = WorkerPool(
@@ -155,38 +213,34 @@ class Trainer:
         traces = self.workers.run(episodes)
         rollout_s = time.perf_counter() - started
         rewards = torch.tensor(self._score(traces, episodes))
-        groups = torch.tensor([index // config.group_size for index in range(len(episodes))])
-        advantages = get_advantage_estimator(config.advantage)(rewards, groups)
-        keep = informative_groups(rewards, groups) if config.dynamic_sampling else torch.ones_like(groups, dtype=bool)
-        kept = [index for index in range(len(episodes)) if keep[index]]
-        calls = [call for index in kept for call in traces[index]]
-        call_episode = torch.tensor([index for index in kept for _ in traces[index]], dtype=torch.long)
+        scored = score_calls(traces, rewards, config)
         learn_started = time.perf_counter()
         stats: dict[str, float] = {}
-        if calls:
-            stats = self.learner.update(calls, broadcast_to_calls(advantages, call_episode).tolist())
+        if scored.calls:
+            stats = self.learner.update(scored.calls, scored.advantages)
         learn_s, sync_started = time.perf_counter() - learn_started, time.perf_counter()
-        if calls:
+        if scored.calls:
             self.version += 1
             self.workers.sync(self.learner.weights(), self.version)
         sync_s = time.perf_counter() - sync_started
         if config.save_traces:
-            scored = [
+            rewarded = [
                 c.model_copy(update={"reward": float(rewards[i])}) for i in range(len(episodes)) for c in traces[i]
             ]
-            write_jsonl(scored, self.output_dir / "traces.jsonl", append=True)
+            write_jsonl(rewarded, self.output_dir / "traces.jsonl", append=True)
         response_tokens = sum(len(c.response_ids) for episode in traces for c in episode)
         metrics = {
             "step": self.step_index,
             "reward": float(rewards.mean()),
             "accuracy": float((rewards >= 1.0).float().mean()),
-            "kept_episodes": len(kept),
+            "kept_episodes": scored.kept_episodes,
             "episodes": len(episodes),
-            "calls_trained": len(calls),
+            "calls_trained": len(scored.calls),
             "response_length": response_tokens / max(sum(len(episode) for episode in traces), 1),
+            "overlong_penalty": scored.overlong_penalty,
             "policy_version": self.version,
             "rollout_tokens_per_s": response_tokens / rollout_s,
-            "learner_tokens_per_s": stats.get("tokens", 0.0) / learn_s if calls else 0.0,
+            "learner_tokens_per_s": stats.get("tokens", 0.0) / learn_s if scored.calls else 0.0,
             "rollout_s": rollout_s,
             "learn_s": learn_s,
             "sync_s": sync_s,
@@ -245,17 +299,14 @@ class Trainer:
         return history
 
     def save_adapter(self, folder: str | Path) -> Path:
-        """The LoRA adapters as a peft folder (``adapter_config.json``, ``adapter_model.safetensors``): what
-        the embedded engine and ``PeftModel.from_pretrained`` load."""
-        if self.config.lora is None:
-            raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
-        model = self.learner.model
+        """The LoRA adapters as a peft folder (`Learner.save_adapter`): what the embedded engine and
+        ``PeftModel.from_pretrained`` load."""
+        base_model = None
         if self.config.policy == "embedded":  # name the Hub model, not this machine's converted cache folder
             from memagent_graph.integrations.models.embedded_files import EMBEDDED_HUB_ID
 
-            model.peft_config["default"].base_model_name_or_path = EMBEDDED_HUB_ID
-        model.save_pretrained(str(folder))
-        return Path(folder)
+            base_model = EMBEDDED_HUB_ID
+        return self.learner.save_adapter(folder, base_model=base_model)
 
     def _record(self, metrics: dict[str, float]) -> None:
         with (self.output_dir / "metrics.jsonl").open("a", encoding="utf-8") as log:
@@ -304,7 +355,6 @@ class Trainer:
     def close(self) -> None:
         """Stop the rollout workers and the learner ranks, and flush the logs."""
         self.workers.close()
-        if isinstance(self.learner, LearnerGroup):
-            self.learner.close()
+        self.learner.close()
         if self._tensorboard is not None:
             self._tensorboard.close()

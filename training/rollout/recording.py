@@ -1,8 +1,9 @@
 """The recording policy: a LangChain chat model over a rollout backend that records every call as a `TraceCall`.
 
 It renders the chat template once, generates from those token ids, and records the prompt ids, response ids
-(EOS included when generated) and their rollout log-probabilities, so the learner trains on exactly the
-tokens that were sampled; text is never re-tokenized. Episode and group ids come from the run's metadata:
+(EOS included when generated), their rollout log-probabilities and the call's token limit, so the learner
+trains on exactly the tokens that were sampled; text is never re-tokenized. Episode and group ids come from
+the run's metadata:
 
     agent.invoke(question, document, config={"metadata": {"episode_id": "e1", "group_id": "q7"}})
 
@@ -78,6 +79,7 @@ class RecordingChatModel(BaseChatModel):
             response_ids=generation.response_ids,
             logprobs=generation.logprobs,
             finish_reason=generation.finish_reason,
+            max_tokens=sampling.max_tokens,
             policy_version=self.rollout.policy_version,
             latency_s=round(time.perf_counter() - started, 4),
             text=text,

@@ -31,6 +31,9 @@ class TraceCall(BaseModel):
     logprobs: list[float] | None
     """Log-probabilities of ``response_ids`` under the rollout policy (with its temperature), if known."""
     finish_reason: Literal["stop", "length"] | str | None
+    max_tokens: int | None = None
+    """The response's token limit (the node's budget: ``memory_tokens`` or ``answer_tokens``); None when not
+    recorded (hand-built calls), and then overlong shaping leaves the call alone."""
     policy_version: int
     latency_s: float
     text: str
