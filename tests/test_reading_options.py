@@ -102,3 +102,11 @@ def test_the_server_graph_on_the_embedded_engine_reads_with_quote(no_endpoint, t
     updates = [step for step in graph.stream(question, stream_mode="updates") if "update_memory" in step]
     assert [step["update_memory"]["last_step"]["finish_reason"] for step in updates] == ["quote"]
     assert "4711" in updates[-1]["update_memory"]["memory"]
+
+
+def test_the_trainer_reads_with_the_options_its_config_names():
+    from memagent_graph.training.rl.config import RLConfig
+
+    budgets = {"chunk_tokens": 600, "memory_tokens": 100, "answer_tokens": 40, "temperature": 0.3}
+    trainer = RLConfig(**budgets, prompts="verbatim").reading()
+    assert trainer == ReadingOptions(**budgets, prompts="verbatim", top_p=1.0, max_attempts=1).config()

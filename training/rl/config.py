@@ -8,10 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
+from memagent_graph.reading_options import ReadingOptions
 from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rl.learner import LearnerConfig
 from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS
@@ -108,7 +109,9 @@ class RLConfig(BaseModel):
         description='A Hugging Face model folder, "embedded" (SmolLM2-135M-Instruct), or "tiny" (a tiny Qwen2).',
     )
     tiny_hidden_size: int = 128
-    prompts: Literal["default", "tiny"] = "default"
+    prompts: str = Field(
+        "default", description='A bundled prompt set ("default", "section-first", "verbatim") or "tiny".'
+    )
     group_size: int = Field(4, ge=2, description="Episodes per question.")
     questions_per_step: int = Field(4, ge=1)
     steps: int = Field(10, ge=0)
@@ -151,6 +154,13 @@ class RLConfig(BaseModel):
             )
         return self
 
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompts(cls, prompts: str) -> str:
+        if prompts != "tiny":
+            PromptSet.named(prompts)
+        return prompts
+
     @classmethod
     def from_yaml(cls, path: str | Path) -> RLConfig:
         """Load a config file; `ConfigError` names the file and each wrong field."""
@@ -171,15 +181,19 @@ class RLConfig(BaseModel):
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
             raise ConfigError(f"training config {path}: {problems}") from None
 
-    def reading(self) -> MemAgentConfig:
-        """How episodes read: this config's budgets and temperature, top-p off, no retries (an empty memory is
-        an outcome to learn from, not a fault)."""
-        return MemAgentConfig(
+    def reading_options(self) -> ReadingOptions:
+        """How episodes read, as every entry point states it: this config's budgets, prompts and temperature,
+        top-p off, no retries (an empty memory is an outcome to learn from, not a fault)."""
+        return ReadingOptions(
             chunk_tokens=self.chunk_tokens,
             memory_tokens=self.memory_tokens,
             answer_tokens=self.answer_tokens,
             temperature=self.temperature,
             top_p=1.0,
-            retries=RetrySettings(max_attempts=1),
-            prompts=TINY_PROMPTS if self.prompts == "tiny" else PromptSet(),
+            max_attempts=1,
+            prompts=TINY_PROMPTS if self.prompts == "tiny" else self.prompts,
         )
+
+    def reading(self) -> MemAgentConfig:
+        """The `MemAgentConfig` episodes read with (`reading_options`)."""
+        return self.reading_options().config()
