@@ -363,10 +363,7 @@ class _PairWorker:
                 document = TextDocument(payload["text"])
             else:
                 document = FileDocument(payload["path"])
-            try:
-                return self._agent.invoke(payload["question"], document).to_json_dict()
-            finally:
-                self._agent.documents.discard(document.doc_id)
+            return self._agent.invoke(payload["question"], document).to_json_dict()  # the agent releases one-offs
         except Exception as exc:
             return {"error": _describe(exc)}
 

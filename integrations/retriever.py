@@ -86,9 +86,9 @@ class MemAgentCompressor(BaseDocumentCompressor):
         source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
         try:
             result = self.agent.invoke(query, source, config={"callbacks": callbacks})
-            return self._documents(result, source.doc_id, len(documents))
         finally:
-            self.agent.documents.discard(source.doc_id)  # one-off input: keep the registry from growing
+            self.agent.forget(source.doc_id)  # no one can name this id again (the result keeps its citations)
+        return self._documents(result, source.doc_id, len(documents))
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -99,9 +99,9 @@ class MemAgentCompressor(BaseDocumentCompressor):
         source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
         try:
             result = await self.agent.ainvoke(query, source, config={"callbacks": callbacks})
-            return self._documents(result, source.doc_id, len(documents))
         finally:
-            self.agent.documents.discard(source.doc_id)
+            self.agent.forget(source.doc_id)
+        return self._documents(result, source.doc_id, len(documents))
 
     def _documents(self, result: MemAgentResult, doc_id: str, num_documents: int) -> list[Document]:
         return _documents(

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.documents.chunking import ChunkedDocument
+from memagent_graph.documents.chunking import ChunkedDocument, ChunkOrigin
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sources import DocumentSource
 from memagent_graph.documents.tokenization import ApproximateTokenizer, Tokenizer
@@ -33,6 +34,7 @@ from memagent_graph.errors import (
     ReadStopped,
 )
 from memagent_graph.graph import create_memagent, recursion_limit_for
+from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.read_checks import ReadChecks
 from memagent_graph.state import (
     EMPTY_USAGE,
@@ -55,6 +57,10 @@ class MemAgent:
 
     >>> agent = MemAgent(model, tokenizer=HuggingFaceTokenizer("path/to/tokenizer"))
     >>> agent.invoke("Who signed the contract?", FileDocument("contract.txt")).answer
+
+    A `DocumentSource` handed to a read is a one-off: the registry keeps the most recent ones (its
+    ``max_one_off``) and releases older ones, while ids registered with ``agent.documents.add`` stay until
+    `forget`. A result keeps the chunks it cites, so `passage` reads its citations after the release.
     """
 
     def __init__(
@@ -73,31 +79,64 @@ class MemAgent:
         self.documents = documents if documents is not None else DocumentRegistry()
         self.checkpointer = checkpointer
         self._model, self._answer_model = model, answer_model
-        self._checks = ReadChecks(self.config, self.tokenizer)  # the graph checks too; here before chunking
+        policy = build_memory_policy(model, self.tokenizer, self.config)
+        # the graph checks too; here before chunking
+        self._checks = ReadChecks(self.config, self.tokenizer, uses_update_prompt=policy.uses_update_prompt)
+        self._cited: weakref.WeakValueDictionary[tuple[str, int], _CitedChunk] = weakref.WeakValueDictionary()
+        self._cited_lock = threading.Lock()
         self.graph = create_memagent(
             model,
             documents=self.documents,
             tokenizer=self.tokenizer,
             config=self.config,
             answer_model=answer_model,
+            policy=policy,
             checkpointer=checkpointer,
             name=name,
         )
 
     def chunk(self, document: Document) -> ChunkedDocument:
-        """Register ``document`` and return it chunked with this agent's tokenizer and chunk size."""
-        doc_id = document if isinstance(document, str) else self.documents.add(document)
-        return self.documents.chunked(doc_id, self.tokenizer, self.config.chunk_tokens)
+        """``document`` chunked with this agent's tokenizer and chunk size (a `DocumentSource` is registered as
+        a one-off, see the class doc)."""
+        if isinstance(document, str):
+            return self.documents.chunked(document, self.tokenizer, self.config.chunk_tokens)
+        return self.documents.chunked_one_off(document, self.tokenizer, self.config.chunk_tokens)
+
+    def forget(self, doc_id: str) -> None:
+        """Release document ``doc_id`` and its chunk index: a later read by that id raises
+        `DocumentNotFoundError`, while results that cite it still read their passages."""
+        self.documents.discard(doc_id)
 
     def passage(self, source: Source, *, context_chars: int = 0) -> tuple[str, int]:
         """The document text of a citation ``source`` with up to ``context_chars`` on each side (within its
-        chunk), and where that text starts in its part: ``(text, start_index)``. The document must still be
-        registered (a one-off source is, until the agent discards it)."""
-        chunked = self.documents.chunked(source["doc_id"], self.tokenizer, self.config.chunk_tokens)
-        text, origin = chunked.chunk_text(source["chunk"]), chunked.chunk_origin(source["chunk"])
+        chunk), and where that text starts in its part: ``(text, start_index)``. A result's citations read from
+        the chunks the result keeps; other sources (e.g. a progress event's) need their document registered."""
+        with self._cited_lock:
+            cited = self._cited.get((source["doc_id"], source["chunk"]))
+        if cited is not None:
+            text, origin = cited.text, cited.origin
+        else:
+            chunked = self.documents.chunked(source["doc_id"], self.tokenizer, self.config.chunk_tokens)
+            text, origin = chunked.chunk_text(source["chunk"]), chunked.chunk_origin(source["chunk"])
         start = max(source["start"] - origin.char - context_chars, 0)
         end = min(source["end"] - origin.char + context_chars, len(text))
         return text[start:end], origin.char + start
+
+    def _keep_cited(self, result: MemAgentResult, chunked: ChunkedDocument) -> MemAgentResult:
+        """``result``, keeping the chunks it cites (shared with other live results citing them) until it is
+        collected: `passage` reads them after the document is released."""
+        kept = []
+        for key in sorted({(chunked.doc_id, source["chunk"]) for source in result.citations}):
+            with self._cited_lock:
+                cited = self._cited.get(key)
+            if cited is None or cited.fingerprint != chunked.fingerprint:
+                cited = _CitedChunk(chunked.fingerprint, chunked.chunk_text(key[1]), chunked.chunk_origin(key[1]))
+                with self._cited_lock:
+                    self._cited[key] = cited
+            kept.append(cited)
+        if kept:
+            weakref.finalize(result, kept.clear)  # holds ``kept`` until the result goes
+        return result
 
     def _prepare(
         self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None, *, progress: bool = True
@@ -203,7 +242,7 @@ class MemAgent:
                 if (event := run.feed(mode, data)) is not None:
                     yield event
                 run.stop_if_asked(stop, mode, data, run_config)
-        yield run.result(chunked.num_chunks, run_config, started)
+        yield self._keep_cited(run.result(chunked.num_chunks, run_config, started), chunked)
 
     async def astream(
         self,
@@ -230,7 +269,7 @@ class MemAgent:
                 if (event := run.feed(mode, data)) is not None:
                     yield event
                 run.stop_if_asked(stop, mode, data, run_config)
-        yield run.result(chunked.num_chunks, run_config, started)
+        yield self._keep_cited(run.result(chunked.num_chunks, run_config, started), chunked)
 
     def _read_input(self, question: str, chunked: ChunkedDocument, settings: RunSettings | None) -> dict[str, Any]:
         return {"question": question, "doc_id": chunked.doc_id, "settings_key": self.settings_key(settings)}
@@ -336,7 +375,17 @@ class MemAgent:
         run = _RunRecord()
         for mode, data in graph.stream(graph_input, run_config, context=settings or RunSettings(), **options):
             run.feed(mode, data)
-        return run.results(len(questions), chunked.num_chunks, run_config, started)
+        results = run.results(len(questions), chunked.num_chunks, run_config, started)
+        return [self._keep_cited(result, chunked) for result in results]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, weakref_slot=True)
+class _CitedChunk:
+    """A chunk of a document (by content ``fingerprint``) that a live result cites: its text and origin."""
+
+    fingerprint: str
+    text: str
+    origin: ChunkOrigin
 
 
 def _refuse_another_read(
@@ -358,7 +407,7 @@ def _refuse_another_read(
         raise FingerprintMismatchError(
             f"thread {thread_id!r} holds an unfinished read of a different {' and '.join(differs)} "
             f"(chunk {saved.get('cursor', 0)}/{saved.get('num_chunks', '?')}); resume it with the same document, "
-            "question and settings, or start over (API: a new thread_id; CLI: --fresh or another --checkpoint-db)"
+            "question and settings, or start over under another `thread_id`"
         )
 
 

@@ -43,9 +43,13 @@ class DocumentSource(Protocol):
     """Anything the reader can chunk. ``iter_parts`` may be called more than once and must repeat itself."""
 
     @property
-    def doc_id(self) -> str: ...
+    def doc_id(self) -> str:
+        """The id the registry, checkpoints and results name the document by."""
+        ...
 
-    def iter_parts(self) -> Iterator[DocumentPart]: ...
+    def iter_parts(self) -> Iterator[DocumentPart]:
+        """The document's parts (text pieces with metadata), the same ones on every call."""
+        ...
 
 
 @runtime_checkable
@@ -120,9 +124,11 @@ class TextDocument:
             object.__setattr__(self, "doc_id", "text-" + hashlib.sha256(self.text.encode()).hexdigest()[:12])
 
     def iter_parts(self) -> Iterator[DocumentPart]:
+        """One part: the text, with ``metadata``."""
         yield DocumentPart(self.metadata, split_pieces(self.text))
 
     def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        """The text's pieces from ``char`` characters in."""
         return split_pieces(self.text, start=char)
 
 
@@ -139,9 +145,11 @@ class FileDocument:
         self.doc_id = doc_id or str(self.path)
 
     def iter_parts(self) -> Iterator[DocumentPart]:
+        """One part: the file's text, streamed, with its path as ``source``."""
         yield DocumentPart({"source": str(self.path)}, self._pieces())
 
     def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        """The file's pieces from ``byte`` UTF-8 bytes into its text, read from there on."""
         return self._pieces(byte)
 
     def _pieces(self, start: int = 0) -> Iterator[str]:
@@ -239,8 +247,10 @@ class LangChainDocuments:
         )
 
     def iter_parts(self) -> Iterator[DocumentPart]:
+        """One part per LangChain document, with a copy of its metadata."""
         for document in self.documents:
             yield DocumentPart(dict(document.metadata), split_pieces(document.page_content))
 
     def pieces_from(self, part: int, *, char: int, byte: int) -> Iterator[str]:
+        """The pieces of document ``part`` from ``char`` characters in."""
         return split_pieces(self.documents[part].page_content, start=char)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections import deque
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -76,7 +77,8 @@ class RuleMemoryModel(ScriptedChatModel):
     On an update prompt it replies with the previous notes plus every sentence of the section matching
     ``fact_pattern`` (and ``pad_words`` filler words, to test budgets), or ``nothing`` when there are none; on
     an answer prompt it fills ``answer_template`` with the value of the last fact in the notes ("unknown" when
-    there is none). Every prompt and call option is recorded in ``calls``.
+    there is none). The latest ``kept_calls`` prompts and call options are recorded in ``calls`` (a teacher
+    that reads for a long time does not keep every document it was shown).
     """
 
     fact_pattern: str = FACT_PATTERN
@@ -84,7 +86,10 @@ class RuleMemoryModel(ScriptedChatModel):
     answer_template: str = "From my notes, the answer is \\boxed{{{value}}}."
     pad_words: int = 0
     empty_replies_at: frozenset[int] = frozenset()
-    _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    """Indexes of the calls (0 = the first) that get an empty reply."""
+    kept_calls: int = 1000
+    _calls: deque[dict[str, Any]] = PrivateAttr(default_factory=deque)
+    _replies: int = PrivateAttr(default=0)
 
     @property
     def _llm_type(self) -> str:
@@ -92,13 +97,16 @@ class RuleMemoryModel(ScriptedChatModel):
 
     @property
     def calls(self) -> list[dict[str, Any]]:
-        """Each call's prompt text and options, in order."""
-        return self._calls
+        """The latest ``kept_calls`` calls' prompt text and options, in order."""
+        return list(self._calls)
 
     def _reply(self, messages: list[BaseMessage], options: dict[str, Any]) -> str:
         prompt = str(messages[-1].content)
         self._calls.append({"prompt": prompt, **options})
-        if len(self._calls) - 1 in self.empty_replies_at:
+        while len(self._calls) > self.kept_calls:
+            self._calls.popleft()
+        index, self._replies = self._replies, self._replies + 1
+        if index in self.empty_replies_at:
             return ""
         section = _SECTION.search(prompt)
         if section is None:
