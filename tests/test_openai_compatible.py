@@ -64,7 +64,7 @@ def test_unknown_model_fails_fast_with_http_404(tokenizer):
 def test_rejected_key_fails_fast_with_http_401(tokenizer):
     with SimulatedOpenAIServer(status=401) as server:
         model = openai_compatible(server.base_url, "m", api_key="sk-wrong", tokenizer=tokenizer, max_retries=2)
-        with pytest.raises(ModelAuthenticationError, match="--api-key"):
+        with pytest.raises(ModelAuthenticationError, match="`api_key`"):
             _ask(model, tokenizer)
         assert len(server.chat_requests()) == 1
 

@@ -35,7 +35,11 @@ if TYPE_CHECKING:  # the heavy imports (langchain, langgraph) wait until the inp
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
-_FLAGS = {"adapter_path": "--adapter", "model_path": "--model-dir", "thread_id": "another --checkpoint-db file"}
+_FLAGS = {
+    "adapter_path": "--adapter",
+    "model_path": "--model-dir",
+    "thread_id": "--checkpoint-db file (or add --fresh)",
+}
 """Settings the CLI spells otherwise than ``--`` + their Python name with dashes (`_in_cli_terms`)."""
 CLI_THREAD = "memagent-ask"  # one read per checkpoint file: the file is what a user names to resume
 

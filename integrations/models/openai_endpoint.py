@@ -60,7 +60,7 @@ def served_model(base_url: str, *, api_key: str | None = None, timeout: float = 
         raise (translate_model_error(exc, endpoint=base_url) or exc) from exc
     if len(names) != 1:
         raise ConfigError(
-            f"{base_url} serves {len(names)} models ({', '.join(names[:5]) or 'none'}); choose one with --model"
+            f"{base_url} serves {len(names)} models ({', '.join(names[:5]) or 'none'}); choose one with `model`"
         )
     return names[0]
 
