@@ -159,3 +159,27 @@ def test_fsdp_param_dtype_auto_is_bfloat16_only_with_native_bf16(monkeypatch):
     for native, expected in ((True, "bfloat16"), (False, "float32")):
         monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda native=native: native)
         assert LearnerConfig(strategy="fsdp", workers=2).fsdp_param_dtype() == expected
+
+
+def _shifted(calls, shift):
+    return [c.model_copy(update={"logprobs": [lp + shift for lp in c.logprobs]}) for c in calls]
+
+
+def test_tis_weighs_each_token_by_its_capped_learner_to_rollout_ratio(rollout, calls):
+    _, exact = _gradients(_learner(rollout, rollout_correction="tis"), calls)
+    _, mild = _gradients(_learner(rollout, rollout_correction="tis"), _shifted(calls, -0.5))
+    _, far = _gradients(_learner(rollout, rollout_correction="tis", tis_cap=2.0), _shifted(calls, -3.0))
+    assert torch.allclose(mild, exact * torch.exp(torch.tensor(0.5)), rtol=1e-3, atol=1e-6)
+    assert torch.allclose(far, exact * 2.0, rtol=1e-3, atol=1e-6)  # exp(3) is capped at tis_cap
+
+
+def test_without_tis_a_rollout_that_underrates_its_tokens_clips_the_positive_advantages(rollout, calls):
+    positive = [1.0] * len(calls)
+    learner = _learner(rollout)
+    learner.model.zero_grad(set_to_none=True)
+    learner.backward(_shifted(calls, -3.0), positive)  # ratio exp(3) is past 1 + clip_high on every token
+    assert all(p.grad is None or not p.grad.any() for p in learner.model.parameters())
+    tis = _learner(rollout, rollout_correction="tis")
+    tis.model.zero_grad(set_to_none=True)
+    tis.backward(_shifted(calls, -3.0), positive)
+    assert any(p.grad is not None and p.grad.any() for p in tis.model.parameters())

@@ -214,7 +214,8 @@ def test_cli_end_to_end(server, jobs):
     temp_dir = tempfile.mkdtemp(prefix="rbc", dir="/tmp")
     try:
         result = memagent(
-            "batch", str(source), str(output), "--base-url", server.base_url, "--api-key", SECRET, *budget, "--prompts", "verbatim",
+            "batch", str(source), str(output), "--base-url", server.base_url, "--api-key", SECRET, *budget,
+            "--prompts", "verbatim",
             env_extra={"RAY_TMPDIR": temp_dir},
         )  # fmt: skip
         assert wait_until_gone(temp_dir) == []  # the CLI shut its local Ray down

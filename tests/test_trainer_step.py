@@ -227,7 +227,7 @@ def test_oracle_warm_start_on_suite_tasks_then_the_lora_adapter_is_saved_as_a_pe
 def test_suite_tasks_for_training_and_evaluation_differ_in_seed_and_phrasing(policy, tmp_path):
     config = _config(policy, tmp_path, task={"kind": "niah_single_2", "tokens": 300})
     trainer = Trainer(config)
-    train, held_out = trainer.tasks(0, 3), trainer.tasks(0, 3, evaluation=True)
+    (train, _), held_out = trainer.source.take(0, 3), trainer.source.held_out_tasks(3)
     assert {t.question for t in train}.isdisjoint({t.question for t in held_out})
     assert all("mentioned in the provided text" in t.question for t in held_out)
     assert not any("mentioned in the provided text" in t.question for t in train)

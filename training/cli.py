@@ -13,7 +13,7 @@ def add_train_commands(commands: argparse._SubParsersAction) -> None:
     """Add ``train rl`` and ``train sft`` to the ``memagent`` parser."""
     train = commands.add_parser("train", help="train the memory policy (RL from verifiable rewards, or SFT)")
     kinds = train.add_subparsers(dest="train_command", required=True)
-    rl = kinds.add_parser("rl", help="RL (GRPO/DAPO) on generated tasks, rollouts on Ray actors")
+    rl = kinds.add_parser("rl", help="RL (GRPO/DAPO) on generated tasks or a data file, rollouts on Ray actors")
     rl.add_argument("--config", required=True, help="YAML file of RLConfig settings (see examples/train_tiny.yaml)")
     rl.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/checkpoint")
     rl.add_argument("--output-dir", help="write the run here instead of the config's output_dir")
@@ -60,10 +60,14 @@ def _train_rl(args: argparse.Namespace) -> int:
             if not (checkpoint / "position.json").is_file():
                 raise ConfigError(f"nothing to resume: no checkpoint in {checkpoint} (run without --resume)")
             trainer.restore(checkpoint)
-            print(f"resumed at step {trainer.step_index} from {checkpoint}", flush=True)
+            print(
+                f"resumed at step {trainer.step_index} (data position {trainer.position}) from {checkpoint}", flush=True
+            )
+        data = f"rows of {config.task.dataset}" if config.task.dataset else "generated tasks"
         print(
-            f"training {config.policy} policy: {config.steps} steps x {config.questions_per_step} questions x "
-            f"{config.group_size} episodes on {config.rollout_workers} rollout worker(s); logs in {config.output_dir}",
+            f"training {config.policy} policy on {data}: {config.steps} steps x {config.questions_per_step} "
+            f"questions x {config.group_size} episodes on {config.rollout_workers} rollout worker(s); "
+            f"logs in {config.output_dir}",
             flush=True,
         )
         history = trainer.fit(on_step=_print_step, on_eval=_print_eval)

@@ -48,8 +48,8 @@ def generate(
     import torch
 
     width = max(len(prompt) for prompt in prompts)
-    input_ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts])
-    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    input_ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=model.device)
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
     greedy = sampling.temperature <= 0
     options: dict[str, Any] = (
         {"do_sample": False}

@@ -25,6 +25,10 @@ class Task:
     golds: list[str]
     evidence: tuple[str, ...] = ()
     """The document's sentences that answer the question, in document order (what an oracle keeps in memory)."""
+    reward: str | None = None
+    """The reward that scores this task's answer (a `rewards` name); None: the run's ``reward``."""
+    row: int | None = None
+    """The row of the data file the task came from; None for a generated task."""
 
 
 def needle_tasks(

@@ -104,8 +104,8 @@ def truncated_importance_weights(
     learner_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, *, cap: float = 2.0
 ) -> torch.Tensor:
     """Token-level truncated importance sampling between the rollout engine and the learner (no gradient):
-    min(exp(learner - rollout), cap). Not used by the trainer yet (`policy_loss` takes it as
-    ``importance_weights``)."""
+    min(exp(learner - rollout), cap): `policy_loss`'s ``importance_weights`` under
+    ``learner.rollout_correction: tis``."""
     return torch.exp(learner_logprobs - rollout_logprobs).clamp(max=cap).detach()
 
 

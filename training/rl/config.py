@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.precision import DeviceSetting
 from memagent_graph.prompts import PromptSet
 from memagent_graph.reading_options import ReadingOptions
 from memagent_graph.training.data.tasks import Task, needle_tasks
@@ -31,11 +32,29 @@ class LoraSettings(BaseModel):
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
+_GENERATED = ("kind", "tokens", "value_kind", "haystack", "eval_seed")
+_FROM_A_FILE = ("columns", "shuffle", "shuffle_buffer", "max_document_tokens", "truncation", "on_bad_row")
+
+
 class TaskSettings(BaseModel):
-    """Where questions come from: generated tasks, seeded; evaluation draws other seeds (and, for the task
-    suite's families, RULER's phrasings where training uses others)."""
+    """Where questions come from: generated tasks, seeded (evaluation draws other seeds and, for the task
+    suite's families, RULER's phrasings where training uses others), or the rows of a data file (``dataset``,
+    with a held-out ``eval_dataset``; formats in `datasets.open_dataset`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str | None = Field(
+        None, description="A data file of questions, answers and documents; replaces the generated tasks."
+    )
+    eval_dataset: str | None = Field(None, description="The held-out data file (its first eval_samples rows).")
+    columns: dict[str, str] | None = Field(None, description="The file's names for question, answers, document…")
+    shuffle: bool = Field(False, description="Shuffle the rows (a seeded buffer; MemAgent's recipe does not).")
+    shuffle_buffer: int = Field(256, ge=1, description="Rows held for shuffling.")
+    max_document_tokens: int | None = Field(None, ge=16, description="Longest document in policy tokens.")
+    truncation: Literal["center", "none"] = Field(
+        "none", description="center: keep a longer document's head and tail halves; none: it is a bad row."
+    )
+    on_bad_row: Literal["error", "skip"] = Field("error", description="skip: skip and count bad rows.")
 
     kind: str | list[str] = Field(
         "needle", description='"needle" (the tiny demo task), or task-suite families, mixed in turn.'
@@ -46,6 +65,24 @@ class TaskSettings(BaseModel):
     seed: int = 0
     eval_seed: int = 1
     eval_samples: int = Field(20, ge=1)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskSettings:
+        given = self.model_fields_set
+        if self.dataset is not None:
+            if generated := [name for name in _GENERATED if name in given]:
+                raise ValueError(
+                    "task.dataset replaces the generated tasks: drop "
+                    + ", ".join(f"task.{name}" for name in generated)
+                    + " (or drop task.dataset)"
+                )
+            if self.eval_dataset is None:
+                raise ValueError("task.dataset needs task.eval_dataset: a held-out file to evaluate on")
+        elif file_settings := [name for name in ("eval_dataset", *_FROM_A_FILE) if name in given]:
+            raise ValueError(f"{', '.join(f'task.{n}' for n in file_settings)} apply to task.dataset: add one")
+        if self.truncation == "center" and self.max_document_tokens is None:
+            raise ValueError("task.truncation: center needs task.max_document_tokens")
+        return self
 
     @field_validator("kind")
     @classmethod
@@ -139,6 +176,11 @@ class RLConfig(BaseModel):
     rollout_workers: int = Field(1, ge=1)
     rollout: RolloutSettings = RolloutSettings()
     ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
+    device: DeviceSetting = Field(
+        "auto",
+        description="Where the learner, the KL reference and transformers rollouts compute: cuda, cpu, or auto "
+        "(cuda where torch sees a GPU). Precision follows it (learner.bf16_autocast: auto is bf16 on GPUs).",
+    )
     eval_every: int = Field(0, ge=0, description="Greedy evaluation every N steps (0: only at the end).")
     checkpoint_every: int = Field(0, ge=0, description="Checkpoint every N steps (0: only at the end).")
     save_traces: bool = Field(False, description="Append each step's scored calls to traces.jsonl.")

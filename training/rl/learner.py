@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.precision import Bf16Setting, resolve_bf16
-from memagent_graph.training.rl.algorithms import Aggregation, entropy_from_logits, policy_loss
+from memagent_graph.training.rl.algorithms import (
+    Aggregation,
+    entropy_from_logits,
+    policy_loss,
+    truncated_importance_weights,
+)
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_trainable_weights, trainable_weights
 
@@ -45,6 +51,11 @@ class LearnerConfig(BaseModel):
     """Weight of the k3 KL penalty to the reference policy (the policy RL starts from: after the warm start, if
     any); 0 skips it."""
     loss_mode: Aggregation = "token-mean"
+    rollout_correction: Literal["none", "tis"] = "none"
+    """``tis``: truncated importance sampling for rollouts sampled by another engine (vLLM in bf16): the clip
+    ratio is taken against the learner's own log-probs before the step, and each token's loss is weighted by
+    min(exp(learner - rollout log-prob), ``tis_cap``). ``none``: the ratio is taken against the rollout's."""
+    tis_cap: float = Field(2.0, gt=0)
     bf16_autocast: Bf16Setting = "auto"
     """bf16 autocast of the forward pass (weights and optimiser stay fp32). ``auto``: where the CPU computes
     bf16 natively (AVX512-BF16 or AMX), fp32 elsewhere."""
@@ -57,6 +68,8 @@ class LearnerConfig(BaseModel):
     """FSDP2 mixed precision (``strategy: fsdp``): bfloat16 gathers, forward and backward; gradients are
     reduced and the optimiser steps in float32. ``auto``: bfloat16 where it is native (as ``bf16_autocast``)
     with ``strategy: fsdp``, float32 otherwise."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory for long chunks, ~30% more compute)."""
     cpus_per_worker: float = Field(0.0, ge=0)
     """Ray CPUs each learner rank reserves. Rollouts and learning take turns, so by default the ranks reserve
     none and share the rollout actors' CPUs (a reservation the machine cannot meet would wait forever)."""
@@ -123,6 +136,15 @@ class Packed:
     response_ids: torch.Tensor
     response_mask: torch.Tensor
     old_logprobs: torch.Tensor
+
+    def to(self, device: torch.device) -> Packed:
+        """These tensors on ``device``."""
+        return dataclasses.replace(
+            self,
+            **{
+                f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self) if f.name != "prompt_lengths"
+            },
+        )
 
 
 def pack(calls: Sequence[TraceCall], *, pad_id: int) -> Packed:
@@ -196,13 +218,16 @@ class TorchLearner:
         pad_id: int = 0,
         temperature: float = 1.0,
         reference: Any = None,
+        device: str | torch.device = "cpu",
     ):
         """``temperature`` is the rollouts' sampling temperature (log-probabilities come from ``logits /
         temperature``); ``reference`` is the frozen model the KL penalty compares with (needed when
-        ``config.kl_coef > 0``)."""
-        self.model, self.config, self.pad_id, self.reference = model, config or LearnerConfig(), pad_id, reference
+        ``config.kl_coef > 0``); the model, the reference and every batch live on ``device``."""
+        self.device = torch.device(device)
+        self.model, self.config, self.pad_id = model.to(self.device), config or LearnerConfig(), pad_id
+        self.reference = None if reference is None else reference.to(self.device)
         self.temperature = temperature
-        self.autocast = resolve_bf16(self.config.bf16_autocast, what="learner.bf16_autocast")
+        self.autocast = resolve_bf16(self.config.bf16_autocast, what="learner.bf16_autocast", device=self.device.type)
         if self.config.kl_coef > 0 and reference is None:
             raise ConfigError(
                 f"learner.kl_coef={self.config.kl_coef} needs a reference model to compare with; "
@@ -213,8 +238,8 @@ class TorchLearner:
 
     def _forward(self, calls: Sequence[TraceCall]) -> tuple[Packed, torch.Tensor, torch.Tensor]:
         self.model.train()
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
-        packed = pack(list(calls), pad_id=self.pad_id)
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
+        packed = pack(list(calls), pad_id=self.pad_id).to(self.device)
         with autocast:
             logits = response_logits(self.model, packed) / self.temperature
         logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
@@ -237,15 +262,18 @@ class TorchLearner:
             packed, logits, logprobs = self._forward(rows)
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
             row_advantages = advantages[start : start + len(rows)] if weight else [0.0]
+            sampled = torch.tensor([[call.logprobs is not None] for call in rows], device=self.device)
+            old_logprobs, importance = self._old_logprobs(logprobs, packed, sampled)
             result = policy_loss(
                 logprobs,
-                packed.old_logprobs,
-                torch.tensor(row_advantages, dtype=torch.float32),
+                old_logprobs,
+                torch.tensor(row_advantages, dtype=torch.float32, device=self.device),
                 packed.response_mask,
                 clip_low=config.clip_low,
                 clip_high=config.clip_high,
                 ref_logprobs=reference,
                 kl_coef=config.kl_coef,
+                importance_weights=importance,
                 mode=config.loss_mode,
                 denominator=total_tokens if config.loss_mode == "token-mean" else float(share.total_calls),
             )
@@ -260,10 +288,20 @@ class TorchLearner:
             with torch.no_grad():
                 entropy = entropy_from_logits(logits.detach())
                 stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
-                sampled = torch.tensor([[call.logprobs is not None] for call in rows], dtype=logprobs.dtype)
                 gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask * sampled).max())
                 stats["logprob_gap"] = max(stats["logprob_gap"], gap)
         return stats
+
+    def _old_logprobs(
+        self, logprobs: torch.Tensor, packed: Packed, sampled: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The log-probs the clip ratio is taken against, and the tokens' importance weights (`rollout_correction`;
+        rows without rollout log-probs weigh 1)."""
+        if self.config.rollout_correction == "none":
+            return packed.old_logprobs, None
+        own = logprobs.detach()
+        weights = truncated_importance_weights(own, packed.old_logprobs, cap=self.config.tis_cap)
+        return own, torch.where(sampled, weights, torch.ones_like(weights))
 
     def _passes(self, calls: Sequence[TraceCall], share: StepShare) -> Iterator[tuple[int, list[TraceCall], float]]:
         """Each micro-batch's first index, rows and weight; once this rank's calls are done, zero-weight passes
@@ -290,7 +328,7 @@ class TorchLearner:
         """A learner for supervised steps on this one's policy: its own optimiser at ``lr``, no KL, temperature 1
         (imitation fits the policy's own distribution, whatever the rollouts sample at)."""
         config = self.config.model_copy(update={"lr": lr, "kl_coef": 0.0})
-        return TorchLearner(self.model, config=config, pad_id=self.pad_id, temperature=1.0)
+        return TorchLearner(self.model, config=config, pad_id=self.pad_id, temperature=1.0, device=self.device)
 
     def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
         """One optimiser step from ``calls`` (one advantage per call); returns loss, grad norm and stats."""
@@ -306,8 +344,8 @@ class TorchLearner:
             self.reference = frozen_copy(self.model)
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The trainable weights (copies): what the rollout workers load."""
-        return trainable_weights(self.model)
+        """The trainable weights (copies, on the CPU): what the rollout workers load."""
+        return {name: tensor.to("cpu") for name, tensor in trainable_weights(self.model).items()}
 
     def save(self, folder: str | Path) -> None:
         """The trainable weights (``policy.safetensors``), the optimiser and the torch RNG (``trainer_state.pt``)."""

@@ -24,7 +24,7 @@ import torch
 
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.data.tasks import Task
+from memagent_graph.precision import resolve_device
 from memagent_graph.training.rewards import get_reward
 from memagent_graph.training.rl.algorithms import (
     broadcast_to_calls,
@@ -36,6 +36,7 @@ from memagent_graph.training.rl.checkpoints import read_position, write_position
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import Learner, TorchLearner, frozen_copy
 from memagent_graph.training.rl.learner_group import LearnerGroup
+from memagent_graph.training.rl.task_source import task_source
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
 from memagent_graph.training.rollout.weights import with_lora
@@ -93,6 +94,14 @@ def score_calls(traces: Sequence[Sequence[TraceCall]], rewards: torch.Tensor, co
     )
 
 
+def rollout_gpus(config: RLConfig, *, device: str) -> float:
+    """Ray GPUs per rollout actor: as configured, or with Ray on cuda a share of one GPU each (an actor that Ray
+    gives no GPU sees none: Ray hides them through CUDA_VISIBLE_DEVICES)."""
+    if config.rollout.gpus_per_worker or device != "cuda" or not config.ray:
+        return config.rollout.gpus_per_worker
+    return 1.0 / config.rollout_workers
+
+
 class Trainer:
     """Runs `RLConfig`: `fit` for the whole run, or `step` / `evaluate` / `save` / `restore` one at a time."""
 
@@ -100,8 +109,11 @@ class Trainer:
         self.config, self.log = config, log or (lambda line: None)
         self.output_dir = Path(config.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.device = resolve_device(config.device, what="device")
         self.policy = self._policy_folder()
         self.tokenizer = HuggingFaceTokenizer(self.policy / "tokenizer.json")
+        self.source = task_source(config.task, tokenizer=self.tokenizer, chunk_tokens=config.chunk_tokens)
+        self.source.check(config.questions_per_step)
         torch.manual_seed(config.seed)
         lora = config.lora.model_dump() if config.lora else None
         self.learner: Learner = (
@@ -113,7 +125,8 @@ class Trainer:
             policy=str(self.policy),
             reading=config.reading(),
             seed=config.seed,
-            gpus=config.rollout.gpus_per_worker,
+            gpus=rollout_gpus(config, device=self.device),
+            device=self.device if config.rollout.backend == "transformers" else "cpu",
             lora=lora,
             backend=config.rollout.backend,
             engine_options=config.rollout.engine_options,
@@ -128,6 +141,9 @@ class Trainer:
 
         config = self.config
         model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
+        if config.learner.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.enable_input_require_grads()  # LoRA freezes the embeddings: checkpointed blocks still need grads
         # the KL reference: the policy as training starts, frozen (before LoRA: the base weights); a warm start
         # moves it to the warm-started policy
         reference = frozen_copy(model) if config.learner.kl_coef > 0 else None
@@ -139,6 +155,7 @@ class Trainer:
             pad_id=model.config.pad_token_id or 0,
             temperature=config.temperature,
             reference=reference,
+            device=self.device,
         )
 
     def _learner_group(self) -> LearnerGroup:
@@ -168,12 +185,6 @@ class Trainer:
             build_tiny_policy(folder, seed=self.config.seed, hidden_size=self.config.tiny_hidden_size)
         return folder
 
-    def tasks(self, start: int, count: int, *, evaluation: bool = False) -> list[Task]:
-        """Tasks ``start .. start+count`` of the training (or evaluation) stream: the same on every run."""
-        return self.config.task.tasks(
-            start, count, tokenizer=self.tokenizer, chunk_tokens=self.config.chunk_tokens, evaluation=evaluation
-        )
-
     def warm_start(self) -> dict[str, float]:
         """Supervised fine-tuning on a teacher's verified traces (`WarmStart`) before RL; returns its stats."""
         from transformers import AutoTokenizer
@@ -189,7 +200,7 @@ class Trainer:
             learner=self.learner.supervised(lr=settings.lr),
             policy_tokens=ChatTokens(AutoTokenizer.from_pretrained(str(self.policy))),
             tokenizer=self.tokenizer,
-            tasks=self.tasks(10_000_000, settings.tasks),  # far past any RL step's tasks
+            tasks=self.source.warm_start_tasks(settings.tasks),
             reading=self.config.reading(),
             reward=self.config.reward,
             tiny_prompts=self.config.prompts == "tiny",
@@ -204,7 +215,7 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One RL step on the next tasks; returns (and logs) its metrics."""
         config, started = self.config, time.perf_counter()
-        tasks = self.tasks(self.position, config.questions_per_step)
+        tasks, next_position = self.source.take(self.position, config.questions_per_step)
         episodes = [
             Episode(f"s{self.step_index}-q{group}-e{member}", f"s{self.step_index}-q{group}", task)
             for group, task in enumerate(tasks)
@@ -247,18 +258,21 @@ class Trainer:
             **{key: value for key, value in stats.items() if key != "tokens"},
         }
         self.step_index += 1
-        self.position += config.questions_per_step
+        self.position = next_position
         self._record(metrics)
         return metrics
 
     def _score(self, traces: list[list[TraceCall]], episodes: list[Episode]) -> list[float]:
-        """Each episode's reward: its final answer (the last call) against the task's golds."""
-        reward_fn = get_reward(self.config.reward)
-        return [reward_fn(calls[-1].text, episode.task.golds) for calls, episode in zip(traces, episodes, strict=True)]
+        """Each episode's reward: its final answer (the last call) against the task's golds, by the task's own
+        reward (a data file's ``data_source``) or the run's."""
+        return [
+            get_reward(episode.task.reward or self.config.reward)(calls[-1].text, episode.task.golds)
+            for calls, episode in zip(traces, episodes, strict=True)
+        ]
 
     def evaluate(self) -> dict[str, float]:
         """Greedy accuracy on the evaluation tasks (never trained on)."""
-        tasks = self.tasks(0, self.config.task.eval_samples, evaluation=True)
+        tasks = self.source.held_out_tasks(self.config.task.eval_samples)
         episodes = [Episode(f"eval-{i}", f"eval-{i}", task) for i, task in enumerate(tasks)]
         scores = self._score(self.workers.run(episodes, greedy=True), episodes)
         metrics = {"step": self.step_index, "eval_reward": sum(scores) / len(scores)}
@@ -349,7 +363,12 @@ class Trainer:
     def _checkpointed_config(self) -> dict[str, Any]:
         return self.config.model_dump(
             mode="json",
-            exclude={"steps": True, "output_dir": True, "learner": {"workers", "strategy", "cpus_per_worker"}},
+            exclude={
+                "steps": True,
+                "output_dir": True,
+                "device": True,
+                "learner": {"workers", "strategy", "cpus_per_worker"},
+            },
         )
 
     def close(self) -> None:

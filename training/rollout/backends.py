@@ -76,7 +76,7 @@ class ChatTokens:
 class TransformersRollout(ChatTokens):
     """A Hugging Face causal LM generating in one left-padded batch per call, on CPU by default."""
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, seed: int = 0) -> None:
+    def __init__(self, model: Any, tokenizer: Any = None, *, seed: int = 0, device: str = "cpu") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -85,7 +85,7 @@ class TransformersRollout(ChatTokens):
             model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32, local_files_only=True)
         if tokenizer is None:
             raise ConfigError("TransformersRollout needs the model's tokenizer when given a model object")
-        self.model, self.tokenizer = model.eval(), tokenizer
+        self.model, self.tokenizer = model.to(device).eval(), tokenizer
         self.policy_version = 0
         self._generator_seed = seed
         self.sampled_calls = 0

@@ -42,7 +42,8 @@ class Episode:
 
 class RolloutWorker:
     """Rolls out episodes of one policy (see module doc) with a ``backend`` ("transformers" or "vllm", whose
-    ``engine_options`` go to ``vllm.LLM``); ``lora`` wraps a transformers policy like the learner's."""
+    ``engine_options`` go to ``vllm.LLM``); ``lora`` wraps a transformers policy like the learner's; a
+    transformers policy generates on ``device``."""
 
     def __init__(
         self,
@@ -54,10 +55,13 @@ class RolloutWorker:
         backend: str = "transformers",
         engine_options: dict[str, Any] | None = None,
         threads: int | None = None,
+        device: str = "cpu",
     ) -> None:
         if threads is not None:
             torch.set_num_threads(threads)
-        self.rollout = BatchingRollout(_backend(backend, policy, seed=seed, lora=lora, options=engine_options or {}))
+        self.rollout = BatchingRollout(
+            _backend(backend, policy, seed=seed, lora=lora, options=engine_options or {}, device=device)
+        )
         self.recorder = TraceRecorder()
         tokenizer = HuggingFaceTokenizer(Path(policy) / "tokenizer.json")
         model = RecordingChatModel(rollout=self.rollout, recorder=self.recorder)
@@ -102,10 +106,18 @@ class RolloutWorker:
         return os.getpid()
 
 
-def _backend(name: str, policy: str | Path, *, seed: int, lora: dict[str, Any] | None, options: dict[str, Any]) -> Any:
+def _backend(
+    name: str,
+    policy: str | Path,
+    *,
+    seed: int,
+    lora: dict[str, Any] | None,
+    options: dict[str, Any],
+    device: str = "cpu",
+) -> Any:
     """The rollout backend ``name`` over the ``policy`` folder."""
     if name == "transformers":
-        backend = TransformersRollout(str(policy), seed=seed)
+        backend = TransformersRollout(str(policy), seed=seed, device=device)
         if lora is not None:
             backend.model = with_lora(backend.model, **lora).eval()
         return backend
