@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.cli import main
 from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rewards import REWARDS, register_reward
@@ -211,3 +212,51 @@ def test_export_writes_a_sharded_checkpoints_policy_as_a_hugging_face_folder(pol
     for name, tensor in trainable_weights(exported).items():
         torch.testing.assert_close(tensor, expected[name], atol=0, rtol=0, msg=name)
     assert (output / "tokenizer.json").is_file()
+
+
+LORA = {"rank": 4, "alpha": 8, "target_modules": ("q_proj", "v_proj")}
+
+
+def _single_lora_step(policy, calls, *, seed: int = 0):
+    """The single learner's LoRA step, its adapters built from the same seed as the ranks'."""
+    from memagent_graph.training.rollout.weights import with_lora
+
+    torch.manual_seed(seed)
+    model = with_lora(AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32), **LORA)
+    config = LearnerConfig(**{k: v for k, v in SETTINGS.items() if k != "cpus_per_worker"})
+    stats = TorchLearner(model, config=config, pad_id=0).update(calls, ADVANTAGES)
+    return stats, trainable_weights(model)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
+def test_two_ranks_training_lora_adapters_take_the_single_learners_step(policy, calls, strategy):
+    single = _single_lora_step(policy, calls)
+    assert single[1] and all("lora_" in name for name in single[1])  # only the adapters train
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy=strategy), lora=LORA)
+    try:
+        stats = group.update(calls, ADVANTAGES)
+        _assert_same_step(stats, group.weights(), single)
+    finally:
+        group.close()
+
+
+def test_a_lora_group_saves_its_adapters_as_a_peft_folder(policy, calls, tmp_path):
+    from peft import PeftModel
+
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"), lora=LORA)
+    try:
+        group.update(calls, ADVANTAGES)
+        expected = group.weights()
+        folder = group.save_adapter(tmp_path / "adapter", base_model="tiny-base")
+    finally:
+        group.close()
+    base = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
+    loaded = PeftModel.from_pretrained(base, str(folder))
+    assert loaded.peft_config["default"].base_model_name_or_path == "tiny-base"
+    for name, tensor in expected.items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+
+
+def test_cpu_offload_on_cpu_ranks_is_refused():
+    with pytest.raises(ConfigError, match="needs device: cuda"):
+        LearnerGroup("unused", config=LearnerConfig(workers=2, strategy="fsdp", offload=True))

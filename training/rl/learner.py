@@ -68,6 +68,9 @@ class LearnerConfig(BaseModel):
     """FSDP2 mixed precision (``strategy: fsdp``): bfloat16 gathers, forward and backward; gradients are
     reduced and the optimiser steps in float32. ``auto``: bfloat16 where it is native (as ``bf16_autocast``)
     with ``strategy: fsdp``, float32 otherwise."""
+    offload: bool = False
+    """FSDP2 on GPU ranks: keep parameters, gradients and optimiser state on the CPU between uses (torch's
+    ``CPUOffloadPolicy``; CPU ranks refuse it)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory for long chunks, ~30% more compute)."""
     cpus_per_worker: float = Field(0.0, ge=0)
@@ -82,10 +85,11 @@ class LearnerConfig(BaseModel):
             raise ValueError(f"param_dtype {self.param_dtype} is FSDP2's mixed precision: use strategy fsdp")
         return self
 
-    def fsdp_param_dtype(self) -> str:
-        """FSDP2's parameter dtype on this machine (``param_dtype`` with ``auto`` resolved)."""
+    def fsdp_param_dtype(self, *, device: str = "cpu") -> str:
+        """FSDP2's parameter dtype on ``device`` (``param_dtype`` with ``auto`` resolved)."""
         setting = "auto" if self.param_dtype == "auto" else self.param_dtype == "bfloat16"
-        return "bfloat16" if resolve_bf16(setting, what="learner.param_dtype bfloat16") else "float32"
+        bf16 = resolve_bf16(setting, what="learner.param_dtype bfloat16", device=device)
+        return "bfloat16" if bf16 else "float32"
 
 
 @runtime_checkable

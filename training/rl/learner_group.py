@@ -1,5 +1,7 @@
-"""The learner across processes: N Ray actors form one ``torch.distributed`` group (``gloo``, on CPU; rank 0's
-address from Ray) and hold the policy sharded by FSDP2 (per decoder layer, then the root) or replicated by DDP.
+"""The learner across processes: N Ray actors form one ``torch.distributed`` group (``gloo`` on CPU, ``nccl``
+with one GPU per rank; rank 0's address from Ray) and hold the policy sharded by FSDP2 (per decoder layer, then
+the root; parameters and optimiser optionally offloaded to the CPU on GPU ranks) or replicated by DDP; with
+``lora`` the ranks train only the adapters, and only the adapters travel to the rollout workers.
 
 A step's calls are split into contiguous parts, one per rank; every rank normalises its loss by the *whole*
 step's token count and runs as many micro-batches as the busiest rank (zero-weight passes keep it in every
@@ -23,6 +25,7 @@ from memagent_graph.errors import ConfigError, MemAgentError
 from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
 from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy
 from memagent_graph.training.rollout.traces import TraceCall
+from memagent_graph.training.rollout.weights import with_lora
 
 _STATS = ("loss", "clip_fraction", "approx_kl", "kl", "entropy")
 
@@ -49,9 +52,12 @@ class LearnerRank:
         config: dict[str, Any],
         temperature: float,
         seed: int,
+        lora: dict[str, Any] | None = None,
+        device: str = "cpu",
     ) -> None:
         self.rank, self.world_size, self.policy = rank, world_size, policy
         self.config, self.temperature, self.seed = LearnerConfig.model_validate(config), temperature, seed
+        self.lora, self.device = lora, device
         self.learner: TorchLearner | None = None
         self._supervised: TorchLearner | None = None
         self._trainable: list[str] = []
@@ -71,10 +77,14 @@ class LearnerRank:
         from transformers import AutoModelForCausalLM
 
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
-        # gloo: the ranks hold the policy on CPU (GPU ranks, nccl and device placement are not built yet)
-        dist.init_process_group("gloo", rank=self.rank, world_size=self.world_size)
+        if self.device == "cuda":  # Ray gives each rank one GPU (CUDA_VISIBLE_DEVICES): it is device 0 here
+            torch.cuda.set_device(0)
+        dist.init_process_group("nccl" if self.device == "cuda" else "gloo", rank=self.rank, world_size=self.world_size)
         torch.manual_seed(self.seed)
         model = AutoModelForCausalLM.from_pretrained(self.policy, dtype=torch.float32, local_files_only=True)
+        pad_id = model.config.pad_token_id or 0
+        if self.lora is not None:
+            model = with_lora(model, **self.lora)
         self._trainable = [name for name, p in model.named_parameters() if p.requires_grad]
         reference = None
         if self.config.kl_coef > 0:  # the policy as training starts, frozen, whole on every rank
@@ -82,9 +92,10 @@ class LearnerRank:
         self.learner = TorchLearner(
             self._wrap(model),
             config=self.config,
-            pad_id=model.config.pad_token_id or 0,
+            pad_id=pad_id,
             temperature=self.temperature,
             reference=reference,
+            device=self.device,
         )
 
     def _wrap(self, model: Any) -> Any:
@@ -94,13 +105,20 @@ class LearnerRank:
             return DistributedDataParallel(model)
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        precision = MixedPrecisionPolicy(
-            param_dtype=getattr(torch, self.config.fsdp_param_dtype()), reduce_dtype=torch.float32
-        )
+        options: dict[str, Any] = {
+            "mp_policy": MixedPrecisionPolicy(
+                param_dtype=getattr(torch, self.config.fsdp_param_dtype(device=self.device)),
+                reduce_dtype=torch.float32,
+            )
+        }
+        if self.config.offload:
+            from torch.distributed.fsdp import CPUOffloadPolicy
+
+            options["offload_policy"] = CPUOffloadPolicy()
         for module in model.modules():  # one FSDP unit per decoder layer: all-gathered one at a time
             if type(module).__name__.endswith("DecoderLayer"):
-                fully_shard(module, mp_policy=precision)
-        fully_shard(model, mp_policy=precision)
+                fully_shard(module, **options)
+        fully_shard(model, **options)
         return model
 
     def update(self, calls: Sequence[TraceCall], advantages: Sequence[float]) -> dict[str, float]:
@@ -166,6 +184,26 @@ class LearnerRank:
         state = get_model_state_dict(self.learner.model, options=options)
         return {name: state[name] for name in self._trainable} if self.rank == 0 else {}
 
+    def save_adapter(self, folder: str, base_model: str | None) -> None:
+        """Gather the LoRA adapters and write them as a peft folder from rank 0 (a collective)."""
+        from peft import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        assert self.learner is not None, "setup() first"
+        weights = self.full_weights()
+        if self.rank != 0:
+            return
+        adapters = get_peft_model_state_dict(self.learner.model, state_dict=weights)
+        config = self.learner.model.peft_config["default"]
+        if base_model is not None:
+            config.base_model_name_or_path = base_model
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        config.save_pretrained(folder)
+        save_file(
+            {name: tensor.contiguous() for name, tensor in adapters.items()},
+            str(Path(folder) / "adapter_model.safetensors"),
+        )
+
     def save(self, folder: str) -> None:
         """Write this rank's shards of the policy and optimiser, and its RNG state."""
         assert self.learner is not None, "setup() first"
@@ -188,16 +226,32 @@ class LearnerGroup:
     """``config.workers`` learner ranks as Ray actors, a `Learner` like one `TorchLearner`: `update` a step,
     `weights` for the rollout workers, `save` / `load` sharded checkpoints."""
 
-    def __init__(self, policy: str | Path, *, config: LearnerConfig, temperature: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        policy: str | Path,
+        *,
+        config: LearnerConfig,
+        temperature: float = 1.0,
+        seed: int = 0,
+        lora: dict[str, Any] | None = None,
+        device: str = "cpu",
+    ) -> None:
+        """``lora``: train adapters (`LoraSettings` fields) on every rank; ``device`` cuda: one GPU per rank."""
         import ray
 
         if config.strategy == "single":
             raise ConfigError("a learner group shards or replicates the policy: use strategy fsdp or ddp")
+        if config.offload and device != "cuda":
+            raise ConfigError("`learner.offload` moves GPU ranks' parameters to the CPU: it needs device: cuda")
         if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        actor = ray.remote(num_cpus=config.cpus_per_worker)(LearnerRank)
-        options = {"policy": str(policy), "config": config.model_dump(), "temperature": temperature, "seed": seed}
-        self.config = config
+        gpus = 1 if device == "cuda" else 0
+        actor = ray.remote(num_cpus=config.cpus_per_worker, num_gpus=gpus)(LearnerRank)
+        options = {
+            "policy": str(policy), "config": config.model_dump(), "temperature": temperature, "seed": seed,
+            "lora": lora, "device": device,
+        }  # fmt: skip
+        self.config, self.lora = config, lora
         self.ranks = [actor.remote(rank, config.workers, **options) for rank in range(config.workers)]
         master, port = self._all([self.ranks[0].address.remote()])[0]
         self._all([rank.setup.remote(master, port) for rank in self.ranks])
@@ -250,10 +304,11 @@ class LearnerGroup:
         self._all([rank.load.remote(str(folder)) for rank in self.ranks])
 
     def save_adapter(self, folder: str | Path, *, base_model: str | None = None) -> Path:
-        """Refused: a group trains every weight (LoRA needs ``learner.strategy: single``)."""
-        raise ConfigError(
-            f"learner.strategy {self.config.strategy} trains every weight: there is no LoRA adapter to save"
-        )
+        """The LoRA adapters, gathered from the ranks, as a peft folder (`TorchLearner.save_adapter`)."""
+        if self.lora is None:
+            raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
+        self._all([rank.save_adapter.remote(str(folder), base_model) for rank in self.ranks])
+        return Path(folder)
 
     def close(self) -> None:
         """Stop the ranks."""

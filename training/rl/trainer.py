@@ -161,12 +161,14 @@ class Trainer:
     def _learner_group(self) -> LearnerGroup:
         """``learner.workers`` ranks on Ray (``learner.strategy: fsdp | ddp``)."""
         config = self.config
-        if config.lora is not None:
-            raise ConfigError(
-                f"learner.strategy {config.learner.strategy} does not support lora yet; "
-                "use learner.strategy: single (one process) for LoRA"
-            )
-        return LearnerGroup(self.policy, config=config.learner, temperature=config.temperature, seed=config.seed)
+        return LearnerGroup(
+            self.policy,
+            config=config.learner,
+            temperature=config.temperature,
+            seed=config.seed,
+            lora=config.lora.model_dump() if config.lora else None,
+            device=self.device,
+        )
 
     def _policy_folder(self) -> Path:
         if self.config.policy == "embedded":
