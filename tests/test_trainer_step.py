@@ -193,11 +193,6 @@ def test_the_vllm_backend_without_vllm_installed_is_a_clear_config_error(policy,
         Trainer(_config(policy, tmp_path, rollout={"backend": "vllm"}))
 
 
-def test_lora_with_the_vllm_backend_is_refused_before_any_engine_starts(policy, tmp_path):
-    with pytest.raises(ConfigError, match="LoRA training with the vLLM rollout backend"):
-        Trainer(_config(policy, tmp_path, rollout={"backend": "vllm"}, lora={"rank": 2}))
-
-
 def test_oracle_warm_start_on_suite_tasks_then_the_lora_adapter_is_saved_as_a_peft_folder(policy, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

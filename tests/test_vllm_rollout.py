@@ -58,3 +58,51 @@ def test_weight_sync_replaces_the_engines_weights_and_its_cached_prefixes(checks
     assert checks["synced_greedy_changed"]
     assert checks["synced_greedy_equal_reference"]
     assert checks["synced_logprob_gap"] < 1e-3
+
+
+LORA_CHECKS = Path(__file__).with_name("vllm_lora_checks.py")
+LORA = {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory):
+    """A LoRA policy whose adapters moved (lora_B random), synced into a LoRA-enabled vLLM engine."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from memagent_graph.training.rollout.weights import trainable_weights, with_lora
+
+    folder = tmp_path_factory.mktemp("vllm-lora")
+    policy = build_tiny_policy(folder / "policy", seed=0, hidden_size=128)
+    torch.manual_seed(1)
+    model = with_lora(AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32), **LORA)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)
+    save_file(trainable_weights(model), str(folder / "adapters.safetensors"))
+    tokenizer = AutoTokenizer.from_pretrained(str(policy))
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, return_dict=False)
+               for q in ("What is the magic number?", "Name a colour of the sea at night.")]  # fmt: skip
+    request = folder / "request.json"
+    request.write_text(json.dumps({"lora": LORA, "prompts": prompts}))
+    env = {**vllm_cpu_environment(), "PYTHONPATH": str(package_links(folder / "site"))}
+    command = [str(vllm_python()), str(LORA_CHECKS), str(policy), str(folder / "adapters.safetensors"), str(request)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    return model.eval(), AutoModelForCausalLM.from_pretrained(str(policy)).eval(), prompts, json.loads(lines[-1][7:])
+
+
+def test_a_synced_lora_adapter_samples_with_the_learners_log_probs(lora_run):
+    import torch
+
+    from memagent_graph.training.rl.learner import token_logprobs
+
+    learner, base, prompts, result = lora_run
+    with torch.no_grad():
+        for prompt, ids, logprobs in zip(prompts, result["sampled_ids"], result["sampled_logprobs"], strict=True):
+            adapted = token_logprobs(learner, prompt, ids, temperature=0.7)
+            assert (adapted - torch.tensor(logprobs)).abs().max().item() < 1e-3
+            assert (token_logprobs(base, prompt, ids, temperature=0.7) - adapted).abs().max().item() > 0.02

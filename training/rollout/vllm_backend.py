@@ -10,7 +10,9 @@ Weight sync: the learner's weights, under their Hugging Face names and as safete
 worker through ``collective_rpc`` into `WeightLoader` (vLLM's ``worker_extension_cls`` hook), which reloads
 them in place (``reload_weights``: mapped onto vLLM's fused layers, repacked for its kernels); then the prefix
 cache is reset, since cached keys and values were computed by the old weights. (At the scale of a GPU
-cluster, vLLM's NCCL weight transfer would carry the payload instead; the contract stays the same.)
+cluster, vLLM's NCCL weight transfer would carry the payload instead; the contract stays the same.) With
+``lora``, only the adapters travel: each sync writes them as a peft folder and the next requests carry a new
+``LoRARequest`` (a new id, so vLLM loads the new adapters); the base weights never change.
 
 vLLM reads its CPU settings from the environment (`integrations.models.vllm_environment.vllm_cpu_settings`); on
 this project's CPU machines vLLM lives in its own virtual environment (`memagent vllm setup`), and the Ray
@@ -19,6 +21,8 @@ rollout workers run from there (`WorkerPool`).
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,8 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.training.rollout.backends import ChatTokens, Generation, Sampling
 
 WORKER_EXTENSION = "memagent_graph.training.rollout.vllm_backend.WeightLoader"
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``max_lora_rank`` values vLLM accepts."""
 
 
 class WeightLoader:
@@ -55,7 +61,9 @@ class WeightLoader:
 class VLLMRollout(ChatTokens):
     """A vLLM engine as the rollout backend (see module doc); ``engine_options`` go to ``vllm.LLM``."""
 
-    def __init__(self, model: str | Path, *, seed: int = 0, **engine_options: Any) -> None:
+    def __init__(
+        self, model: str | Path, *, seed: int = 0, lora: dict[str, Any] | None = None, **engine_options: Any
+    ) -> None:
         try:
             from vllm import LLM
         except ImportError:
@@ -63,6 +71,15 @@ class VLLMRollout(ChatTokens):
                 "the vLLM rollout backend needs vLLM in this environment (`pip install vllm` on GPU machines), "
                 "or Ray rollout workers (`ray: true`) that run from `memagent vllm setup`'s environment"
             ) from None
+        self.lora, self.model_path = lora, str(model)
+        self._lora_request: Any = None
+        self._adapters: tempfile.TemporaryDirectory[str] | None = None
+        if lora is not None:
+            self._adapters = tempfile.TemporaryDirectory(prefix="memagent-lora-")
+            max_rank = next((r for r in LORA_RANKS if r >= lora["rank"]), None)
+            if max_rank is None:
+                raise ConfigError(f"lora.rank {lora['rank']} is above vLLM's largest ({LORA_RANKS[-1]})")
+            engine_options = {"enable_lora": True, "max_lora_rank": max_rank, "max_loras": 1, **engine_options}
         self.llm = LLM(
             model=str(model),
             seed=seed,
@@ -92,7 +109,8 @@ class VLLMRollout(ChatTokens):
             )
             for index in range(len(prompts))
         ]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self._lora_request)
         results = []
         for output in outputs:
             [completion] = output.outputs
@@ -104,6 +122,33 @@ class VLLMRollout(ChatTokens):
     def load_weights(self, weights: dict[str, Any]) -> None:
         from safetensors.torch import save
 
+        if self.lora is not None:
+            self._load_adapters(weights)
+            return
         # safetensors bytes: vLLM's RPC encoding keeps bytes intact, where nested tensors lose their type
         self.llm.collective_rpc("load_policy_weights", args=(save({k: v.contiguous() for k, v in weights.items()}),))
         self.llm.reset_prefix_cache()
+
+    def _load_adapters(self, weights: dict[str, Any]) -> None:
+        """Write the learner's LoRA weights (peft names) as a peft folder and request it from now on."""
+        from safetensors.torch import save_file
+        from vllm.lora.request import LoRARequest
+
+        assert self._adapters is not None and self.lora is not None
+        number = 1 if self._lora_request is None else self._lora_request.lora_int_id + 1
+        folder = Path(self._adapters.name) / f"v{number}"
+        folder.mkdir()
+        adapters = {name.replace(".default.", "."): t.contiguous() for name, t in weights.items()}
+        save_file(adapters, str(folder / "adapter_model.safetensors"))
+        config = {
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "base_model_name_or_path": self.model_path,
+            "r": self.lora["rank"],
+            "lora_alpha": self.lora["alpha"],
+            "target_modules": list(self.lora["target_modules"]),
+            "lora_dropout": 0.0,
+            "bias": "none",
+        }  # peft's adapter_config.json, written here: peft is not in vLLM's environment
+        (folder / "adapter_config.json").write_text(json.dumps(config), encoding="utf-8")
+        self._lora_request = LoRARequest(f"policy-{number}", number, str(folder))

@@ -123,11 +123,6 @@ def _backend(
         return backend
     if name != "vllm":
         raise ConfigError(f'unknown rollout backend {name!r}: use "transformers" or "vllm"')
-    if lora is not None:
-        raise ConfigError(
-            "LoRA training with the vLLM rollout backend is not supported yet: "
-            "train every weight (no `lora:`) or use the transformers backend"
-        )
     from memagent_graph.training.rollout.vllm_backend import VLLMRollout
 
-    return VLLMRollout(policy, seed=seed, **options)
+    return VLLMRollout(policy, seed=seed, lora=lora, **options)
