@@ -183,3 +183,23 @@ def test_without_tis_a_rollout_that_underrates_its_tokens_clips_the_positive_adv
     tis.model.zero_grad(set_to_none=True)
     tis.backward(_shifted(calls, -3.0), positive)
     assert any(p.grad is not None and p.grad.any() for p in tis.model.parameters())
+
+
+def test_a_token_budget_packs_calls_longest_first_and_never_pads_past_it(calls):
+    from memagent_graph.training.rl.learner import micro_batches
+
+    lengths = [len(c.prompt_ids) + len(c.response_ids) for c in calls]
+    budget = 2 * max(lengths)
+    batches = micro_batches(calls, config=LearnerConfig(micro_batch_size=8, max_tokens_per_micro_batch=budget))
+    assert sorted(i for batch in batches for i in batch) == list(range(len(calls)))
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget
+        assert [lengths[i] for i in batch] == sorted((lengths[i] for i in batch), reverse=True)
+
+
+def test_the_gradient_does_not_change_when_a_token_budget_repacks_the_micro_batches(rollout, calls):
+    loss_1, grad_1 = _gradients(_learner(rollout, micro_batch_size=1), calls)
+    longest = max(len(c.prompt_ids) + len(c.response_ids) for c in calls)
+    loss, grad = _gradients(_learner(rollout, micro_batch_size=8, max_tokens_per_micro_batch=2 * longest), calls)
+    assert loss == pytest.approx(loss_1, rel=1e-5)
+    assert torch.allclose(grad, grad_1, atol=1e-6)

@@ -101,10 +101,11 @@ def _print_eval(metrics: dict[str, float]) -> None:
 
 def _train_sft(args: argparse.Namespace) -> int:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
     from memagent_graph.training.rollout.traces import read_jsonl, read_parquet
+    from memagent_graph.training.rollout.weights import load_policy
     from memagent_graph.training.sft.rejection_sampling import fine_tune, rejection_sample
 
     traces = Path(args.traces)
@@ -114,7 +115,7 @@ def _train_sft(args: argparse.Namespace) -> int:
         raise ConfigError(f"policy {args.policy} is not a Hugging Face model folder (no config.json)")
     calls = read_parquet(traces) if traces.suffix == ".parquet" else read_jsonl(traces)
     kept = rejection_sample(calls, min_reward=args.min_reward)
-    model = AutoModelForCausalLM.from_pretrained(args.policy, dtype=torch.float32, local_files_only=True)
+    model = load_policy(args.policy)
     largest = max((max(c.prompt_ids + c.response_ids) for c in kept), default=0)
     if largest >= model.config.vocab_size:
         raise ConfigError(f"the traces hold token id {largest}, beyond {args.policy}'s vocabulary: another tokenizer")

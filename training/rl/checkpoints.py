@@ -87,12 +87,12 @@ def export_model(checkpoint: str | Path, output: str | Path, *, policy: str | Pa
     import torch.distributed.checkpoint as dcp
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    from memagent_graph.training.rollout.weights import load_trainable_weights
+    from memagent_graph.training.rollout.weights import load_policy, load_trainable_weights
 
     learner = Path(checkpoint) / "learner"
-    model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32, local_files_only=True)
+    model = load_policy(policy)
     if is_sharded(learner):
         state = {"model": get_model_state_dict(model)}
         dcp.load(state, checkpoint_id=str(learner))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,10 @@ class LearnerConfig(BaseModel):
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     micro_batch_size: int = Field(8, ge=1)
+    max_tokens_per_micro_batch: int | None = Field(None, ge=1)
+    """A token budget per micro-batch (rows x longest row, padding included): calls are packed by length,
+    longest first, so long chunks and short answers do not share a padded batch. None: ``micro_batch_size``
+    calls in order."""
     clip_low: float = 0.2
     clip_high: float = 0.28
     kl_coef: float = Field(0.0, ge=0)
@@ -200,15 +203,32 @@ class StepShare:
     filler: TraceCall | None
 
     @classmethod
-    def whole(cls, calls: Sequence[TraceCall], *, micro_batch_size: int) -> StepShare:
+    def whole(cls, calls: Sequence[TraceCall], *, config: LearnerConfig) -> StepShare:
         """The whole step on one rank."""
         return cls(
             total_tokens=float(sum(len(c.response_ids) for c in calls)),
             total_calls=len(calls),
-            micro_batches=math.ceil(len(calls) / micro_batch_size),
+            micro_batches=len(micro_batches(calls, config=config)),
             ranks=1,
             filler=None,
         )
+
+
+def micro_batches(calls: Sequence[TraceCall], *, config: LearnerConfig) -> list[list[int]]:
+    """The indices of ``calls`` in each micro-batch: ``micro_batch_size`` in order, or with
+    ``max_tokens_per_micro_batch`` packed longest first under the budget (a call over it alone)."""
+    size, budget = config.micro_batch_size, config.max_tokens_per_micro_batch
+    if budget is None:
+        return [list(range(start, min(start + size, len(calls)))) for start in range(0, len(calls), size)]
+    lengths = [len(c.prompt_ids) + len(c.response_ids) for c in calls]
+    batches: list[list[int]] = []
+    for index in sorted(range(len(calls)), key=lambda i: -lengths[i]):
+        batch = batches[-1] if batches else None  # longest first: the batch's first call sets its width
+        if batch is None or len(batch) == size or (len(batch) + 1) * lengths[batch[0]] > budget:
+            batches.append([index])
+        else:
+            batch.append(index)
+    return batches
 
 
 class TorchLearner:
@@ -258,14 +278,14 @@ class TorchLearner:
         normalised by the whole step's tokens, and the stats are this rank's parts of the step's (they add up).
         """
         config = self.config
-        share = share or StepShare.whole(calls, micro_batch_size=config.micro_batch_size)
+        share = share or StepShare.whole(calls, config=config)
         total_tokens = share.total_tokens
         stats = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
         stats["logprob_gap"] = 0.0  # the largest |learner - rollout| log-prob of a sampled token, before the step
-        for start, rows, weight in self._passes(calls, share):
+        for indices, rows, weight in self._passes(calls, share):
             packed, logits, logprobs = self._forward(rows)
             reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
-            row_advantages = advantages[start : start + len(rows)] if weight else [0.0]
+            row_advantages = [advantages[i] for i in indices] if weight else [0.0]
             sampled = torch.tensor([[call.logprobs is not None] for call in rows], device=self.device)
             old_logprobs, importance = self._old_logprobs(logprobs, packed, sampled)
             result = policy_loss(
@@ -307,19 +327,23 @@ class TorchLearner:
         weights = truncated_importance_weights(own, packed.old_logprobs, cap=self.config.tis_cap)
         return own, torch.where(sampled, weights, torch.ones_like(weights))
 
-    def _passes(self, calls: Sequence[TraceCall], share: StepShare) -> Iterator[tuple[int, list[TraceCall], float]]:
-        """Each micro-batch's first index, rows and weight; once this rank's calls are done, zero-weight passes
-        on the filler keep it in every collective of the busier ranks."""
-        size = self.config.micro_batch_size
+    def _passes(
+        self, calls: Sequence[TraceCall], share: StepShare
+    ) -> Iterator[tuple[list[int], list[TraceCall], float]]:
+        """Each micro-batch's indices, rows and weight (`micro_batches`); once this rank's calls are done,
+        zero-weight passes on the filler keep it in every collective of the busier ranks."""
+        batches = micro_batches(calls, config=self.config)
         for index in range(share.micro_batches):
-            rows = list(calls[index * size : (index + 1) * size])
-            yield (index * size, rows, 1.0) if rows else (index * size, [share.filler], 0.0)
+            if index < len(batches):
+                yield batches[index], [calls[i] for i in batches[index]], 1.0
+            else:
+                yield [], [share.filler], 0.0
 
     def sft_update(self, calls: Sequence[TraceCall], *, share: StepShare | None = None) -> dict[str, float]:
         """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out);
         ``share`` as in `backward`."""
         self.optimizer.zero_grad(set_to_none=True)
-        share = share or StepShare.whole(calls, micro_batch_size=self.config.micro_batch_size)
+        share = share or StepShare.whole(calls, config=self.config)
         loss_sum = 0.0
         for _, rows, weight in self._passes(calls, share):
             packed, _, logprobs = self._forward(rows)

@@ -12,7 +12,6 @@ workers; checkpoints are sharded (``torch.distributed.checkpoint``), one file se
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -23,9 +22,9 @@ import torch
 
 from memagent_graph.errors import ConfigError, MemAgentError
 from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
-from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy
+from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy, micro_batches
 from memagent_graph.training.rollout.traces import TraceCall
-from memagent_graph.training.rollout.weights import with_lora
+from memagent_graph.training.rollout.weights import load_policy, with_lora
 
 _STATS = ("loss", "clip_fraction", "approx_kl", "kl", "entropy")
 
@@ -74,14 +73,13 @@ class LearnerRank:
     def setup(self, master: str, port: int) -> None:
         """Join the process group, load the policy, shard (or replicate) it and build the optimiser."""
         import torch.distributed as dist
-        from transformers import AutoModelForCausalLM
 
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
         if self.device == "cuda":  # Ray gives each rank one GPU (CUDA_VISIBLE_DEVICES): it is device 0 here
             torch.cuda.set_device(0)
         dist.init_process_group("nccl" if self.device == "cuda" else "gloo", rank=self.rank, world_size=self.world_size)
         torch.manual_seed(self.seed)
-        model = AutoModelForCausalLM.from_pretrained(self.policy, dtype=torch.float32, local_files_only=True)
+        model = load_policy(self.policy, device=self.device)
         pad_id = model.config.pad_token_id or 0
         if self.lora is not None:
             model = with_lora(model, **self.lora)
@@ -144,7 +142,7 @@ class LearnerRank:
         share = StepShare(
             total_tokens=float(sum(len(c.response_ids) for c in calls)),
             total_calls=len(calls),
-            micro_batches=max(math.ceil(len(part) / self.config.micro_batch_size) for part in parts),
+            micro_batches=max(len(micro_batches([calls[i] for i in part], config=self.config)) for part in parts),
             ranks=self.world_size,
             filler=calls[0],
         )

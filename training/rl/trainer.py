@@ -39,7 +39,7 @@ from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.task_source import task_source
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
-from memagent_graph.training.rollout.weights import with_lora
+from memagent_graph.training.rollout.weights import load_policy, with_lora
 from memagent_graph.training.rollout.worker import Episode
 from memagent_graph.training.rollout.worker_pool import WorkerPool
 
@@ -137,10 +137,9 @@ class Trainer:
 
     def _local_learner(self, lora: dict[str, Any] | None) -> TorchLearner:
         """The learner in this process (``learner.strategy: single``)."""
-        from transformers import AutoModelForCausalLM
 
         config = self.config
-        model = AutoModelForCausalLM.from_pretrained(str(self.policy), dtype=torch.float32, local_files_only=True)
+        model = load_policy(self.policy, device=self.device)
         if config.learner.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             model.enable_input_require_grads()  # LoRA freezes the embeddings: checkpointed blocks still need grads

@@ -77,12 +77,13 @@ class TransformersRollout(ChatTokens):
     """A Hugging Face causal LM generating in one left-padded batch per call, on CPU by default."""
 
     def __init__(self, model: Any, tokenizer: Any = None, *, seed: int = 0, device: str = "cpu") -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from memagent_graph.training.rollout.weights import load_policy
 
         if isinstance(model, str | Path):
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model), local_files_only=True)
-            model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32, local_files_only=True)
+            model = load_policy(model, device=device)
         if tokenizer is None:
             raise ConfigError("TransformersRollout needs the model's tokenizer when given a model object")
         self.model, self.tokenizer = model.to(device).eval(), tokenizer

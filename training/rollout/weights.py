@@ -4,6 +4,7 @@ LoRA adapters), loading them into a rollout copy, and wrapping a policy with LoR
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,3 +27,21 @@ def with_lora(model: Any, *, rank: int, alpha: int, target_modules: Sequence[str
     from peft import LoraConfig, get_peft_model
 
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules)))
+
+
+def attention_implementation(device: str = "cpu") -> str:
+    """``flash_attention_2`` on a GPU where the flash-attn package is installed, else torch's ``sdpa``."""
+    import importlib.util
+
+    return "flash_attention_2" if device == "cuda" and importlib.util.find_spec("flash_attn") else "sdpa"
+
+
+def load_policy(folder: str | Path, *, device: str = "cpu") -> Any:
+    """A policy folder's causal LM in float32 (the learner's and the rollouts' master copy), from local files,
+    with the attention kernel for ``device``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch.float32, local_files_only=True, attn_implementation=attention_implementation(device)
+    )
