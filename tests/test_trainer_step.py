@@ -231,3 +231,48 @@ def test_suite_tasks_for_training_and_evaluation_differ_in_seed_and_phrasing(pol
 def test_an_unknown_task_family_in_the_config_is_named():
     with pytest.raises(ValueError, match="niah_single_9"):
         RLConfig.model_validate({"task": {"kind": ["niah_single_2", "niah_single_9"]}})
+
+
+class _RecordingPool:
+    """The real rollout pool, with vLLM's sleep and wake recorded instead of run (sleep mode needs a GPU)."""
+
+    def __init__(self, pool, order):
+        self.pool, self.order = pool, order
+
+    def run(self, episodes, **options):
+        self.order.append("run")
+        return self.pool.run(episodes, **options)
+
+    def sleep(self):
+        self.order.append("sleep")
+
+    def wake(self, tags=None):
+        self.order.append(f"wake {tags}")
+
+    def sync(self, weights, version):
+        self.order.append("sync")
+        self.pool.sync(weights, version)
+
+
+class _RecordingLearner:
+    def __init__(self, learner, order):
+        self.learner, self.order = learner, order
+
+    def update(self, calls, advantages):
+        self.order.append("update")
+        return self.learner.update(calls, advantages)
+
+    def weights(self):
+        return self.learner.weights()
+
+
+def test_colocated_rollouts_sleep_while_the_learner_steps_and_wake_weights_before_the_sync(
+    policy, parity_reward, tmp_path
+):
+    trainer = Trainer(_config(policy, tmp_path, reward=parity_reward))
+    order, pool, learner = [], trainer.workers, trainer.learner
+    trainer.workers, trainer.learner = _RecordingPool(pool, order), _RecordingLearner(learner, order)
+    trainer.colocated = True
+    trainer.step()
+    assert order == ["run", "sleep", "update", "wake ['weights']", "sync", "wake ['kv_cache']"]
+    trainer.workers, trainer.learner = pool, learner

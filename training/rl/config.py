@@ -176,6 +176,11 @@ class RLConfig(BaseModel):
     rollout_workers: int = Field(1, ge=1)
     rollout: RolloutSettings = RolloutSettings()
     ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
+    colocate: bool = Field(
+        False,
+        description="One GPU for everything: the vLLM rollout engine sleeps (weights to CPU memory, KV cache "
+        "freed) while the learner steps, and wakes for the weight sync and the next rollouts.",
+    )
     device: DeviceSetting = Field(
         "auto",
         description="Where the learner, the KL reference and transformers rollouts compute: cuda, cpu, or auto "
@@ -193,6 +198,15 @@ class RLConfig(BaseModel):
             raise ValueError(
                 f"overlong_buffer {self.overlong_buffer} must be smaller than memory_tokens ({self.memory_tokens}) "
                 f"and answer_tokens ({self.answer_tokens}): it is the last part of each call's limit"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _colocation_needs_vllm_and_one_learner(self) -> RLConfig:
+        if self.colocate and (self.rollout.backend != "vllm" or self.learner.strategy != "single"):
+            raise ValueError(
+                "colocate: true shares one GPU between a vLLM engine and the learner: it needs rollout.backend: "
+                "vllm and learner.strategy: single"
             )
         return self
 

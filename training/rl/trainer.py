@@ -36,6 +36,7 @@ from memagent_graph.training.rl.checkpoints import read_position, write_position
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import Learner, TorchLearner, frozen_copy
 from memagent_graph.training.rl.learner_group import LearnerGroup
+from memagent_graph.training.rl.memory_plan import check_fits, memory_plan, policy_parameters
 from memagent_graph.training.rl.task_source import task_source
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
@@ -116,6 +117,10 @@ class Trainer:
         self.source.check(config.questions_per_step)
         torch.manual_seed(config.seed)
         lora = config.lora.model_dump() if config.lora else None
+        if self.device == "cuda":
+            self._plan_memory(lora)
+        elif config.colocate:
+            raise ConfigError("colocate: true shares a GPU between vLLM and the learner: it needs device: cuda")
         self.learner: Learner = (
             self._local_learner(lora) if config.learner.strategy == "single" else self._learner_group()
         )
@@ -129,11 +134,24 @@ class Trainer:
             device=self.device if config.rollout.backend == "transformers" else "cpu",
             lora=lora,
             backend=config.rollout.backend,
-            engine_options=config.rollout.engine_options,
+            engine_options={
+                **config.rollout.engine_options,
+                **({"enable_sleep_mode": True} if config.colocate else {}),
+            },
         )
+        self.colocated = config.colocate
         self.step_index, self.position, self.version = 0, 0, 0
         self.workers.sync(self.learner.weights(), self.version)
         self._tensorboard: Any = None
+
+    def _plan_memory(self, lora: dict[str, Any] | None) -> None:
+        """Log what the run will keep on its GPU (`memory_plan`); `ConfigError` before loading anything when it
+        cannot fit."""
+        parameters, trainable = policy_parameters(self.policy, lora=lora)
+        plan = memory_plan(self.config, parameters=parameters, trainable=trainable)
+        plan = check_fits(plan, self.config, gpu_bytes=torch.cuda.get_device_properties(0).total_memory)
+        for line in plan.lines():
+            self.log(line)
 
     def _local_learner(self, lora: dict[str, Any] | None) -> TorchLearner:
         """The learner in this process (``learner.strategy: single``)."""
@@ -228,12 +246,18 @@ class Trainer:
         scored = score_calls(traces, rewards, config)
         learn_started = time.perf_counter()
         stats: dict[str, float] = {}
+        if self.colocated:  # the learner takes the GPU memory vLLM gives back while it sleeps
+            self.workers.sleep()
         if scored.calls:
             stats = self.learner.update(scored.calls, scored.advantages)
         learn_s, sync_started = time.perf_counter() - learn_started, time.perf_counter()
+        if self.colocated:
+            self.workers.wake(["weights"])
         if scored.calls:
             self.version += 1
             self.workers.sync(self.learner.weights(), self.version)
+        if self.colocated:
+            self.workers.wake(["kv_cache"])
         sync_s = time.perf_counter() - sync_started
         if config.save_traces:
             rewarded = [

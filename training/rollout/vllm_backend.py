@@ -119,6 +119,15 @@ class VLLMRollout(ChatTokens):
             results.append(Generation(ids, logprobs, completion.finish_reason or "length"))
         return results
 
+    def sleep(self) -> None:
+        """vLLM's sleep mode, level 1: weights offloaded to CPU memory, KV cache dropped (needs
+        ``enable_sleep_mode=True``, which ``colocate: true`` sets)."""
+        self.llm.sleep(level=1)
+
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Back from `sleep`: ``["weights"]`` first lets a weight sync land before the KV cache is allocated."""
+        self.llm.wake_up(tags=list(tags) if tags is not None else None)
+
     def load_weights(self, weights: dict[str, Any]) -> None:
         from safetensors.torch import save
 

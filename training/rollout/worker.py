@@ -92,6 +92,14 @@ class RolloutWorker:
         self.rollout.backend.policy_version = version
         return version
 
+    def sleep(self) -> None:
+        """Free the backend's GPU memory while the learner steps (`VLLMRollout.sleep`)."""
+        self.rollout.backend.sleep()
+
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Take back what `sleep` freed (``tags``: vLLM's "weights" / "kv_cache"; None: all)."""
+        self.rollout.backend.wake(tags)
+
     def sampling_state(self) -> dict[str, int]:
         """What a checkpoint needs to continue this worker's sampling exactly."""
         return {"sampled_calls": self.rollout.sampled_calls, "policy_version": self.rollout.policy_version}

@@ -114,6 +114,15 @@ class WorkerPool:
         self._weights, self._version = weights, version
         self._get([self._call(w, "load_weights", weights, version) for w in self.workers])
 
+    def sleep(self) -> None:
+        """Free every worker's GPU memory for the learner (vLLM's sleep mode: weights to the CPU, KV cache
+        dropped); `wake` brings it back."""
+        self._get([self._call(w, "sleep") for w in self.workers])
+
+    def wake(self, tags: Sequence[str] | None = None) -> None:
+        """Undo `sleep` for ``tags`` (vLLM's "weights", "kv_cache"; None: all)."""
+        self._get([self._call(w, "wake", tags) for w in self.workers])
+
     def sampling_states(self) -> list[dict[str, int]]:
         return self._get([self._call(w, "sampling_state") for w in self.workers])
 
