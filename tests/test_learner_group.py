@@ -66,8 +66,13 @@ def test_five_calls_split_over_two_ranks_give_them_uneven_micro_batch_counts():
 
 @pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
 def test_a_two_rank_step_equals_the_single_learners_step(policy, calls, single, strategy):
+    import ray
+
     group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy=strategy))
     try:
+        placed = ray.util.placement_group_table(group.placement)
+        assert placed["strategy"] == "PACK" and placed["state"] == "CREATED"
+        assert list(placed["bundles"].values()) == [{"CPU": 0.5}, {"CPU": 0.5}]  # one bundle per rank
         stats = group.update(calls, ADVANTAGES)
         _assert_same_step(stats, group.weights(), single)
     finally:
@@ -191,10 +196,12 @@ def test_a_killed_rank_fails_the_step_with_the_way_to_resume(policy, calls):
     import ray
 
     group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
+    placement = group.placement
     ray.kill(group.ranks[1])
     with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
         group.update(calls, ADVANTAGES)
     assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one
+    assert ray.util.placement_group_table(placement)["state"] == "REMOVED"
 
 
 @pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
@@ -255,6 +262,14 @@ def test_a_lora_group_saves_its_adapters_as_a_peft_folder(policy, calls, tmp_pat
     assert loaded.peft_config["default"].base_model_name_or_path == "tiny-base"
     for name, tensor in expected.items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+
+
+def test_ranks_that_the_cluster_cannot_place_are_refused_with_what_it_has(monkeypatch):
+    from memagent_graph.training.rl import learner_group
+
+    monkeypatch.setattr(learner_group, "PLACEMENT_TIMEOUT_S", 1.0)
+    with pytest.raises(ConfigError, match=r"cannot place 2 learner ranks of \{'CPU': 64.0\}.*lower learner.workers"):
+        LearnerGroup("unused", config=LearnerConfig(workers=2, strategy="fsdp", cpus_per_worker=64))
 
 
 def test_cpu_offload_on_cpu_ranks_is_refused():

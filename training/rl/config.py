@@ -176,6 +176,9 @@ class RLConfig(BaseModel):
     rollout_workers: int = Field(1, ge=1)
     rollout: RolloutSettings = RolloutSettings()
     ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
+    ray_address: str | None = Field(
+        None, description='A running Ray cluster to join ("auto", or "ray://head:10001"); None starts a local one.'
+    )
     colocate: bool = Field(
         False,
         description="One GPU for everything: the vLLM rollout engine sleeps (weights to CPU memory, KV cache "

@@ -29,6 +29,10 @@ from memagent_graph.training.rollout.weights import load_policy, with_lora
 _STATS = ("loss", "clip_fraction", "approx_kl", "kl", "entropy")
 
 
+PLACEMENT_TIMEOUT_S = 60.0
+"""How long the ranks' placement group may wait for resources before the run is refused."""
+
+
 class LearnerRankError(MemAgentError, RuntimeError):
     """A learner rank died or failed mid-step: the step is lost; resume the run from its last checkpoint."""
 
@@ -220,6 +224,25 @@ class LearnerRank:
             dist.destroy_process_group()
 
 
+def rank_placement(config: LearnerConfig, *, device: str) -> Any:
+    """A Ray placement group of one bundle per rank (its CPUs, and one GPU on cuda), packed onto as few nodes as
+    fit (``PACK``: a node's GPUs talk over NVLink, not the network); ready when it returns."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    bundle = {"CPU": max(config.cpus_per_worker, 0.01), **({"GPU": 1} if device == "cuda" else {})}
+    group = placement_group([dict(bundle) for _ in range(config.workers)], strategy="PACK")
+    try:
+        ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        ray.util.remove_placement_group(group)
+        raise ConfigError(
+            f"Ray cannot place {config.workers} learner ranks of {bundle} each (the cluster has "
+            f"{ray.cluster_resources()}); lower learner.workers or learner.cpus_per_worker, or add nodes"
+        ) from None
+    return group
+
+
 class LearnerGroup:
     """``config.workers`` learner ranks as Ray actors, a `Learner` like one `TorchLearner`: `update` a step,
     `weights` for the rollout workers, `save` / `load` sharded checkpoints."""
@@ -243,6 +266,7 @@ class LearnerGroup:
             raise ConfigError("`learner.offload` moves GPU ranks' parameters to the CPU: it needs device: cuda")
         if not ray.is_initialized():
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        self.placement = rank_placement(config, device=device)
         gpus = 1 if device == "cuda" else 0
         actor = ray.remote(num_cpus=config.cpus_per_worker, num_gpus=gpus)(LearnerRank)
         options = {
@@ -250,9 +274,17 @@ class LearnerGroup:
             "lora": lora, "device": device,
         }  # fmt: skip
         self.config, self.lora = config, lora
-        self.ranks = [actor.remote(rank, config.workers, **options) for rank in range(config.workers)]
+        self.ranks = [
+            actor.options(scheduling_strategy=self._in_bundle(rank)).remote(rank, config.workers, **options)
+            for rank in range(config.workers)
+        ]
         master, port = self._all([self.ranks[0].address.remote()])[0]
         self._all([rank.setup.remote(master, port) for rank in self.ranks])
+
+    def _in_bundle(self, rank: int) -> Any:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return PlacementGroupSchedulingStrategy(placement_group=self.placement, placement_group_bundle_index=rank)
 
     def _all(self, pending: list[Any]) -> list[Any]:
         import ray
@@ -315,6 +347,9 @@ class LearnerGroup:
         for rank in self.ranks:
             ray.kill(rank)
         self.ranks = []
+        if self.placement is not None:
+            ray.util.remove_placement_group(self.placement)
+            self.placement = None
 
 
 class _GroupSupervised:

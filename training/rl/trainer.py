@@ -95,6 +95,14 @@ def score_calls(traces: Sequence[Sequence[TraceCall]], rewards: torch.Tensor, co
     )
 
 
+def join_ray(address: str) -> None:
+    """Connect this process to the Ray cluster at ``address`` (rollout actors and learner ranks run there)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+
+
 def rollout_gpus(config: RLConfig, *, device: str) -> float:
     """Ray GPUs per rollout actor: as configured, or with Ray on cuda a share of one GPU each (an actor that Ray
     gives no GPU sees none: Ray hides them through CUDA_VISIBLE_DEVICES)."""
@@ -116,6 +124,8 @@ class Trainer:
         self.source = task_source(config.task, tokenizer=self.tokenizer, chunk_tokens=config.chunk_tokens)
         self.source.check(config.questions_per_step)
         torch.manual_seed(config.seed)
+        if config.ray_address is not None:
+            join_ray(config.ray_address)
         lora = config.lora.model_dump() if config.lora else None
         if self.device == "cuda":
             self._plan_memory(lora)
@@ -392,7 +402,8 @@ class Trainer:
                 "steps": True,
                 "output_dir": True,
                 "device": True,
-                "learner": {"workers", "strategy", "cpus_per_worker"},
+                "ray_address": True,
+                "learner": {"workers", "strategy", "cpus_per_worker", "offload"},
             },
         )
 
