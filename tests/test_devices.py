@@ -94,3 +94,23 @@ def test_a_packed_batch_moves_every_tensor():
     tensors = [packed.input_ids, packed.attention_mask, packed.response_ids, packed.response_mask, packed.old_logprobs]
     assert all(tensor.device.type == "meta" for tensor in tensors)
     assert packed.prompt_lengths == [3]
+
+
+def test_the_embedded_engine_asked_for_cuda_without_a_gpu_fails_before_loading(monkeypatch, tmp_path):
+    from memagent_graph.integrations.models.embedded_chat import LocalChatModel
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    engine = LocalChatModel(model_path=str(tmp_path), device="cuda")._engine
+    with pytest.raises(ConfigError, match="`device` is cuda, but torch sees no GPU"):
+        engine.load()
+    assert engine.model is None
+
+
+def test_the_embedded_engines_auto_dtype_follows_its_device(monkeypatch):
+    from memagent_graph.integrations.models.embedded_files import resolve_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert resolve_dtype("auto", device="cuda") == "bfloat16"
+    assert resolve_dtype("auto", device="cpu") == "float32"
+    assert resolve_dtype("float16", device="cpu") == "float16"

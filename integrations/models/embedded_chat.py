@@ -76,6 +76,8 @@ class LocalChatModel(BaseChatModel):
     """Seeds torch before every ``generate`` so sampled runs repeat; None leaves the generator alone."""
     num_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads (process-wide); None keeps torch's default."""
+    device: Literal["auto", "cpu", "cuda"] = "cpu"
+    """Where the model computes: cpu, cuda, or auto (cuda where torch sees a GPU); ``dtype: auto`` follows it."""
 
     _engine: Engine = PrivateAttr()
 
@@ -89,6 +91,7 @@ class LocalChatModel(BaseChatModel):
             batch_wait_s=self.batch_wait_s,
             seed=self.seed,
             num_threads=self.num_threads,
+            device=self.device,
         )
         return self
 

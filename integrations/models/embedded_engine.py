@@ -22,6 +22,7 @@ from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError, ModelError
 from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure_local_model, require, resolve_dtype
 from memagent_graph.integrations.models.generation import Generation, Sampling, generate
+from memagent_graph.precision import resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +57,9 @@ class Engine:
         batch_wait_s: float,
         seed: int | None,
         num_threads: int | None,
+        device: str = "cpu",
     ) -> None:
-        self.model_path, self.adapter_path, self.dtype = model_path, adapter_path, dtype
+        self.model_path, self.adapter_path, self.dtype, self.device = model_path, adapter_path, dtype, device
         self.max_batch_size, self.batch_wait_s = max_batch_size, batch_wait_s
         self.seed, self.num_threads = seed, num_threads
         self.model: Any = None
@@ -108,13 +110,14 @@ class Engine:
                 torch.set_num_threads(self.num_threads)
             folder = self.folder()
             started = time.perf_counter()
+            device = resolve_device(self.device, what="device")
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(
-                folder, dtype=getattr(torch, resolve_dtype(self.dtype)), local_files_only=True
+                folder, dtype=getattr(torch, resolve_dtype(self.dtype, device=device)), local_files_only=True
             )
             if self.adapter_path:
                 model = _with_adapter(model, Path(self.adapter_path).expanduser())
-            model.eval()
+            model.to(device).eval()
             eos = model.generation_config.eos_token_id
             eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
             if tokenizer.eos_token_id is not None:
@@ -209,7 +212,7 @@ class Engine:
             for passage in passages
         ]
         scores = [0.0] * len(sequences)
-        target = torch.tensor(question_ids)
+        target = torch.tensor(question_ids, device=self.model.device)
         with self._compute_lock, torch.inference_mode():
             for batch in _length_batches(sequences, _SCORE_BATCH_TOKENS):
                 width = max(len(sequences[i]) for i in batch)
@@ -218,6 +221,7 @@ class Engine:
                 for row, i in enumerate(batch):  # left padding: every question ends at the last column
                     ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
                     mask[row, width - len(sequences[i]) :] = 1
+                ids, mask = ids.to(self.model.device), mask.to(self.model.device)
                 # only the positions that predict the question: the output layer is a fifth of the model
                 logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=len(question_ids) + 1).logits
                 predicted = logits[:, :-1].float().log_softmax(dim=-1)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memagent_graph.errors import EngineNotInstalledError
-from memagent_graph.precision import cpu_has_native_bf16
+from memagent_graph.precision import native_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +93,12 @@ def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
     return target
 
 
-def resolve_dtype(dtype: str) -> str:
-    """``auto`` becomes bfloat16 on CPUs with native bf16 math (AVX512-BF16, AMX), float32 elsewhere."""
+def resolve_dtype(dtype: str, *, device: str = "cpu") -> str:
+    """``auto`` becomes bfloat16 where ``device`` computes it natively (AVX512-BF16 or AMX CPUs, GPUs of compute
+    capability 8+), float32 elsewhere."""
     if dtype != "auto":
         return dtype
-    return "bfloat16" if cpu_has_native_bf16() else "float32"
+    return "bfloat16" if native_bf16(device) else "float32"
 
 
 def require(*modules: str) -> None:
