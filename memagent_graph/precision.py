@@ -40,7 +40,7 @@ def resolve_device(setting: DeviceSetting = "auto", *, what: str = "device") -> 
         return "cuda"
     if setting == "cuda":
         raise ConfigError(
-            f"`{what}` is cuda, but torch sees no GPU (torch {torch.__version__}, a CPU build or hidden by "
+            f"{what} is cuda, but torch sees no GPU (torch {torch.__version__}, a CPU build or hidden by "
             "CUDA_VISIBLE_DEVICES); set it to auto or cpu, or install a CUDA build of torch"
         )
     return "cpu"

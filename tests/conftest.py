@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -51,6 +55,26 @@ def vllm_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with VLLMServer(log_file=log) as server:
         yield server
+
+
+@pytest.fixture
+def memagent(capsys, monkeypatch, restore_logging):
+    """Run ``memagent ARGS`` in this process (the console script's `main`, with its own stdin, no
+    ``MEMAGENT_*``/``OPENAI_*`` variables but ``env_extra``); returns its exit code, stdout and stderr."""
+    from memagent_graph.integrations.cli import main
+
+    for name in [k for k in os.environ if k.startswith(("MEMAGENT_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+
+    def run(*args, stdin=None, env_extra=None):
+        for name, value in (env_extra or {}).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((stdin or "").encode())))
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+    return run
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ The tests call the console script's entry point (`main`) in this process, with i
 and captured output; one test runs the command as a subprocess (``python -m``), as a shell runs it.
 """
 
-import io
 import json
 import os
 import subprocess
@@ -12,29 +11,11 @@ import sys
 
 import pytest
 
-from memagent_graph.integrations.cli import main
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
 pytestmark = pytest.mark.integration  # not in the unit tier: a loopback server answers the model calls
 
 SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30"]
-
-
-@pytest.fixture
-def memagent(capsys, monkeypatch, restore_logging):
-    """Run ``memagent ARGS`` in this process; returns its exit code, stdout and stderr."""
-    for name in [k for k in os.environ if k.startswith(("MEMAGENT_", "OPENAI_"))]:
-        monkeypatch.delenv(name)
-
-    def run(*args, stdin=None, env_extra=None):
-        for name, value in (env_extra or {}).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((stdin or "").encode())))
-        code = main(list(args))
-        out = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -37,14 +37,14 @@ def test_auto_and_cuda_pick_the_gpu_torch_sees(gpu_seen):
 
 def test_asking_for_cuda_without_a_gpu_is_one_line_naming_the_setting(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConfigError, match=r"`device` is cuda, but torch sees no GPU .*set it to auto or cpu") as error:
+    with pytest.raises(ConfigError, match=r"device is cuda, but torch sees no GPU .*set it to auto or cpu") as error:
         precision.resolve_device("cuda", what="device")
     assert "\n" not in str(error.value)
 
 
 def test_a_run_asking_for_cuda_without_a_gpu_fails_before_it_builds_anything(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConfigError, match="`device` is cuda"):
+    with pytest.raises(ConfigError, match="device is cuda"):
         Trainer(RLConfig(device="cuda", output_dir=str(tmp_path / "run")))
     assert not (tmp_path / "run" / "base-policy").exists()
 
@@ -101,7 +101,7 @@ def test_the_embedded_engine_asked_for_cuda_without_a_gpu_fails_before_loading(m
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     engine = LocalChatModel(model_path=str(tmp_path), device="cuda")._engine
-    with pytest.raises(ConfigError, match="`device` is cuda, but torch sees no GPU"):
+    with pytest.raises(ConfigError, match="device is cuda, but torch sees no GPU"):
         engine.load()
     assert engine.model is None
 

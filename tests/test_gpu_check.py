@@ -37,5 +37,5 @@ def test_the_device_check_asking_for_cuda_without_a_gpu_says_so_in_one_line(tmp_
         pytest.skip("this machine has a GPU")
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2
-    assert done.stderr.startswith("gpu_check: `--device` is cuda, but torch sees no GPU")
+    assert done.stderr.startswith("gpu_check: --device is cuda, but torch sees no GPU")
     assert len(done.stderr.strip().splitlines()) == 1

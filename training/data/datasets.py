@@ -48,6 +48,10 @@ _SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jso
 class DatasetError(ConfigError):
     """Bad data: one line naming the file, the row and the column, the problem and what to do."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.settings = ()  # the names in backticks are the file's columns, not settings a front end renames
+
 
 @dataclass(frozen=True)
 class DatasetRow:

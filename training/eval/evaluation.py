@@ -107,7 +107,8 @@ def build_readers(
 
     def memagent(question: str, document: str) -> Reading:
         result = agent.invoke(question, TextDocument(document))
-        return Reading(result.answer, tuple((c["start"], c["end"]) for c in result.citations))
+        reply = f"\\boxed{{{result.answer}}}" if result.answer_source == "boxed" else result.answer  # as it came
+        return Reading(reply, tuple((c["start"], c["end"]) for c in result.citations))
 
     built: dict[str, Reader] = {}
     for method in check_methods(methods):
