@@ -318,7 +318,9 @@ class _Parquet(_FileRecords):
 
         super().__init__(path)
         try:
-            self.file = pq.ParquetFile(path)
+            # buffered reads, one thread: a row group's pages are decoded as they are needed (measured on a 1 GB
+            # file of 64 MB row groups: ~200 MB peak above start, where the defaults reach ~300 MB)
+            self.file = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
         except (pa.ArrowInvalid, OSError) as error:
             raise self.error(None, f"not a Parquet file, or a truncated one ({error}); write it again") from None
         self.num_rows = self.file.metadata.num_rows
@@ -336,7 +338,8 @@ class _Parquet(_FileRecords):
                 first += size
                 continue
             try:
-                for batch in self.file.iter_batches(batch_size=64, row_groups=[group], columns=needed):
+                batches = self.file.iter_batches(batch_size=8, row_groups=[group], columns=needed, use_threads=False)
+                for batch in batches:
                     for record in batch.to_pylist():
                         if first >= start:
                             yield first, record
