@@ -123,3 +123,35 @@ def test_a_bad_dataset_is_one_line_and_calls_no_model(memagent, server, tmp_path
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(errors) == 1 and "qa.jsonl: row 0, column `answers`: no answers" in errors[0]
     assert server.requests == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.integration
+def test_columns_rename_the_fields_and_skipped_rows_are_counted(memagent, server, tmp_path):
+    rows = _rows(["code0", "code1"])
+    records = [{"query": r.question, "gold": list(r.answers), "text": r.document, "proof": [f"code is code{i}."]}
+               for i, r in enumerate(rows)]  # fmt: skip
+    records.insert(1, {"query": "Q?", "gold": [], "text": "d", "proof": []})  # a bad row between the good ones
+    path = tmp_path / "qa.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    columns = "question=query,answers=gold,document=text,evidence=proof"
+    result = _eval(memagent, server, path, tmp_path / "out", "--columns", columns, "--on-bad-row", "skip")
+    assert result.returncode == 0, result.stderr
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert sorted({r["row"] for r in saved["records"]}) == [0, 2] and saved["skipped_rows"] == 1
+    assert saved["summary"]["memagent"]["sub_em"] == 1.0 and saved["summary"]["bm25"]["citation_recall"] == 1.0
+    assert saved["settings"]["columns"] == {"question": "query", "answers": "gold", "document": "text",
+                                            "evidence": "proof"}  # fmt: skip
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("task_options", "dataset_options"),
+    [((), ("--samples", "2")), ((), ("--lengths", "4k")), ((), ("--hotpotqa", "h.json")),
+     (("--limit", "2"), ()), (("--on-bad-row", "skip"), ())],
+)  # fmt: skip
+def test_options_of_the_other_source_are_refused(task_options, dataset_options, memagent, server, tmp_path):
+    path = write_format(tmp_path, "generic.jsonl", _rows(["code0"]))
+    source = ("--dataset", str(path), *dataset_options) if dataset_options else ("--task", "vt", *task_options)
+    result = memagent("eval", *source, "--base-url", server.base_url, "--output-dir", str(tmp_path / "out"))
+    assert result.returncode != 0 and "apply to --" in result.stderr
+    assert server.requests == [] and not (tmp_path / "out").exists()

@@ -153,6 +153,7 @@ def _write_config(tmp_path, policy, train, held_out, **changes) -> str:
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
 @pytest.mark.parametrize("name", list(FORMAT_WRITERS))
 def test_each_format_trains_two_rl_steps_from_the_cli(name, policy, tmp_path, capsys):
     (tmp_path / "data").mkdir()

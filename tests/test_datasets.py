@@ -57,6 +57,19 @@ def test_an_unknown_field_in_columns_lists_the_fields(tmp_path):
         open_dataset(path, columns={"query": "question"})
 
 
+def test_longbench_rows_take_their_id_from_id_when_there_is_no_underscore_id(tmp_path):
+    path = _jsonl(tmp_path / "lb.jsonl", [{"id": "x7", "input": "Q?", "context": "d", "answers": ["A"]}])
+    row = next(open_dataset(path).rows())
+    assert (row.format, row.id) == ("longbench", "x7")
+
+
+def test_csv_cells_holding_json_lists_give_answers_and_evidence(tmp_path):
+    path = tmp_path / "qa.csv"
+    path.write_text('question,answers,document,evidence\nQ?,"[""A"", ""B""]",d,"[""s1"", ""s2""]"\n', encoding="utf-8")
+    row = next(open_dataset(path).rows())
+    assert (row.answers, row.evidence) == (("A", "B"), ("s1", "s2"))
+
+
 def test_path_rows_read_a_text_file_under_the_data_folder(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.txt").write_text("The key is under the mat.", encoding="utf-8")
@@ -96,7 +109,8 @@ def test_a_missing_column_names_it_and_the_columns_found(tmp_path):
     with pytest.raises(DatasetError) as error:
         open_dataset(path, columns={"answers": "gold"})
     assert _one_line(error).endswith(
-        "generic.csv: no column `gold` (answers); columns: answers, document, id, question"
+        "generic.csv: no column `gold` (answers); columns: answers, document, id, question; "
+        "name the file's columns in columns= (memagent: --columns)"
     )
 
 
@@ -105,8 +119,44 @@ def test_a_row_with_no_answers_is_named_with_its_row_and_column(tmp_path):
                                           {"question": "Q?", "answers": [], "document": "d"}])  # fmt: skip
     with pytest.raises(DatasetError) as error:
         list(open_dataset(path).rows())
-    assert "qa.jsonl: row 1, column `answers`: no answers; give at least one gold answer" in _one_line(error)
+    message = _one_line(error)
+    assert "qa.jsonl: row 1, column `answers`: no answers (an empty list); give at least one gold answer" in message
     assert 'on_bad_row="skip"' in str(error.value)
+
+
+def test_a_key_missing_from_one_json_row_is_named_as_missing(tmp_path):
+    path = _jsonl(tmp_path / "qa.jsonl", [{"question": "Q?", "answers": ["A"], "document": "d"},
+                                          {"question": "Q?", "document": "d"}])  # fmt: skip
+    with pytest.raises(DatasetError, match=r"qa\.jsonl: row 1, column `answers`: no answers \(the key is missing\)"):
+        list(open_dataset(path).rows())
+
+
+def test_a_question_that_is_not_text_is_named(tmp_path):
+    path = _jsonl(tmp_path / "qa.jsonl", [{"question": 7, "answers": ["A"], "document": "d"}])
+    with pytest.raises(DatasetError, match=r"row 0, column `question`: no question \(int, not text\)"):
+        list(open_dataset(path).rows())
+
+
+def test_an_invalid_json_line_names_its_row_and_line(tmp_path):
+    good = json.dumps({"question": "Q?", "answers": ["A"], "document": "d"})
+    path = tmp_path / "qa.jsonl"
+    path.write_text(f"{good}\n\n{{oops\n{good}\n", encoding="utf-8")  # a blank line: not a row
+    with pytest.raises(DatasetError, match=r"qa\.jsonl: row 1: line 3 is not JSON"):
+        list(open_dataset(path).rows())
+
+
+def test_a_json_array_with_invalid_json_is_one_line(tmp_path):
+    path = tmp_path / "qa.json"
+    path.write_text('[{"question": "Q?", "answers": ["A"], "document": "d"}, oops]', encoding="utf-8")
+    with pytest.raises(DatasetError) as error:
+        list(open_dataset(path).rows())
+    assert "qa.json: row 1, invalid or truncated JSON" in _one_line(error)
+
+
+def test_a_ruler_file_without_context_says_where_rulers_document_is(tmp_path):
+    path = _jsonl(tmp_path / "niah.jsonl", [{"index": 0, "input": "doc... Q?", "outputs": ["A"]}])
+    with pytest.raises(DatasetError, match=r"column `context`: missing; RULER's own files put the document inside"):
+        open_dataset(path)
 
 
 def test_an_empty_document_is_named(tmp_path):
@@ -156,6 +206,16 @@ def test_skipping_bad_rows_counts_them(tmp_path):
                                           {"question": "Q?", "answers": ["A"], "document": "d"}])  # fmt: skip
     dataset = open_dataset(path, on_bad_row="skip")
     assert [r.row for r in dataset.rows()] == [1] and dataset.skipped == 1
+
+
+def test_check_reads_only_the_first_rows_and_counts_no_skips(tmp_path):
+    bad = {"question": "Q?", "answers": [], "document": "d"}
+    path = _jsonl(tmp_path / "qa.jsonl", [bad] * 8 + [{"question": "Q?", "answers": ["A"], "document": "d"}])
+    dataset = open_dataset(path, on_bad_row="skip")
+    with pytest.raises(DatasetError, match=r"row 0, column `answers`: .*none of the first 8 rows is usable"):
+        dataset.check(8)
+    dataset.check(9)
+    assert dataset.skipped == 0
 
 
 def test_check_fails_on_a_bad_first_row_and_with_skip_only_when_no_row_is_good(tmp_path):

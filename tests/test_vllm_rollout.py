@@ -83,8 +83,11 @@ def lora_run(tmp_path_factory):
                 parameter.normal_(std=0.5)
     save_file(trainable_weights(model), str(folder / "adapters.safetensors"))
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, return_dict=False)
-               for q in ("What is the magic number?", "Name a colour of the sea at night.")]  # fmt: skip
+    questions = ("What is the magic number?", "Name a colour of the sea at night.")
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, return_dict=False)
+        for q in questions
+    ]
     request = folder / "request.json"
     request.write_text(json.dumps({"lora": LORA, "prompts": prompts}))
     env = {**vllm_cpu_environment(), "PYTHONPATH": str(package_links(folder / "site"))}

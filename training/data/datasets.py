@@ -22,8 +22,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -43,13 +45,18 @@ SCHEMAS: dict[str, dict[str, str]] = {
 """Where each format keeps each field (dotted: inside a struct column)."""
 _SKIP_HINT = 'or skip bad rows (on_bad_row="skip"; memagent: --on-bad-row skip)'
 _SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
+_PEEK_ROWS = 100
+"""How many rows of a JSON file are searched for the first object, whose keys are the file's columns."""
+_MISSING: Any = object()
+"""`_get`'s answer for a key a row does not have (told apart from null in messages)."""
 
 
 class DatasetError(ConfigError):
-    """Bad data: one line naming the file, the row and the column, the problem and what to do."""
+    """Bad data, in one line: ``<file>: row <n>, column `<col>`: <problem>; <what to do>`` (row and column
+    omitted when they do not apply)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message)
+        super().__init__(re.sub(r"\s*\n\s*", " ", message.strip()))  # a parser's multi-line message, folded
         self.settings = ()  # the names in backticks are the file's columns, not settings a front end renames
 
 
@@ -112,25 +119,37 @@ class Dataset:
         return self._rows(start, skip=self.on_bad_row == "skip")
 
     def check(self, count: int = 8) -> None:
-        """Read the first ``count`` rows; with ``on_bad_row="skip"`` only a first batch of nothing but bad rows
-        fails (naming the first problem)."""
-        good = sum(
-            1 for _ in zip(range(count), self._rows(0, skip=self.on_bad_row == "skip", count=False), strict=False)
-        )
-        if good == 0:
-            next(self._rows(0, skip=False), None)  # raises on the first bad row
+        """Read the first ``count`` rows, good or bad: the first bad one raises, or with ``on_bad_row="skip"``
+        only a first batch of nothing but bad rows does (naming the first problem)."""
+        seen, good, first_bad = 0, 0, None
+        for number, record in islice(self.records.read(0, self._needed()), count):
+            seen += 1
+            try:
+                self._row(number, record)
+                good += 1
+            except _BadRow as bad:
+                if self.on_bad_row == "error":
+                    raise self._bad(number, bad) from None
+                first_bad = first_bad or (number, bad)
+        if first_bad and not good:
+            number, bad = first_bad
+            raise self.error(number, bad.column, f"{bad.problem}; {bad.fix} (none of the first {seen} rows is usable)")
+        if not seen:
             raise DatasetError(f"{self.name}: no rows to read; give a file with at least one question")
 
-    def _rows(self, start: int, *, skip: bool, count: bool = True) -> Iterator[DatasetRow]:
+    def _rows(self, start: int, *, skip: bool) -> Iterator[DatasetRow]:
         for number, record in self.records.read(start, self._needed()):
             try:
                 row = self._row(number, record)
             except _BadRow as bad:
                 if skip:
-                    self.skipped += count
+                    self.skipped += 1
                     continue
-                raise self.error(number, bad.column, f"{bad.problem}; {bad.fix}, {_SKIP_HINT}") from None
+                raise self._bad(number, bad) from None
             yield row
+
+    def _bad(self, number: int, bad: _BadRow) -> DatasetError:
+        return self.error(number, bad.column, f"{bad.problem}; {bad.fix}, {_SKIP_HINT}")
 
     def error(self, row: int | None, column: str | None, message: str) -> DatasetError:
         """A `DatasetError` naming this file, ``row`` and ``column``."""
@@ -146,12 +165,12 @@ class Dataset:
     def _row(self, number: int, record: Any) -> DatasetRow:
         if isinstance(record, _BadRow):
             raise record
-        question = _question(self.schema["question"], _get(record, self.schema["question"]))
-        answers = _answers(self.schema["answers"], _get(record, self.schema["answers"]))
+        question = _question(self.schema["question"], _get(record, self.schema["question"], _MISSING))
+        answers = _answers(self.schema["answers"], _get(record, self.schema["answers"], _MISSING))
         document = self._document(record)
         identifier = _get(record, self.schema.get("id", ""))
         source = _get(record, self.schema.get("data_source", ""))
-        evidence = _get(record, self.schema.get("evidence", ""))
+        evidence = _strings(self.schema.get("evidence", ""), _get(record, self.schema.get("evidence", "")))
         return DatasetRow(
             row=number,
             id=str(identifier) if identifier not in (None, "") else str(number),
@@ -159,54 +178,76 @@ class Dataset:
             answers=answers,
             document=document,
             data_source=str(source) if source else None,
-            evidence=tuple(str(e) for e in evidence) if isinstance(evidence, list | tuple) else (),
+            evidence=evidence,
             format=self.format,
         )
 
     def _document(self, record: Any) -> str:
         column = self.schema["document"]
-        text = _get(record, column)
-        if text in (None, "") and (path_column := self.schema.get("path")) and _get(record, path_column):
-            return _read_confined(path_column, str(_get(record, path_column)), self.root)
-        if isinstance(text, list):
+        text = _get(record, column, _MISSING)
+        if (text is _MISSING or text in (None, "")) and (path := self.schema.get("path")) and _get(record, path):
+            return _read_confined(path, str(_get(record, path)), self.root)
+        if isinstance(text, list) and all(isinstance(item, int) for item in text):
             raise _BadRow(column, "a list of paragraph indices, not text (MemAgent's over-1M test sets)",
                           "rebuild the text from hotpot_dev_distractor_v1.json first")  # fmt: skip
         if not isinstance(text, str) or not text.strip():
             fix = "give the document's text" + (f" or a `{self.schema['path']}`" if "path" in self.schema else "")
-            raise _BadRow(column, "empty document", fix)
+            raise _BadRow(column, "empty document" if isinstance(text, str) else f"no document ({_shown(text)})", fix)
         return text
 
 
-def _get(record: Any, key: str) -> Any:
-    """``record[key]``, through dots into nested structs; None when absent."""
+def _get(record: Any, key: str, missing: Any = None) -> Any:
+    """``record[key]``, through dots into nested structs; ``missing`` when the row has no such key."""
     value = record
     for part in key.split(".") if key else ():
         if not isinstance(value, Mapping) or part not in value:
-            return None
+            return missing
         value = value[part]
-    return value if key else None
+    return value if key else missing
+
+
+def _shown(value: Any) -> str:
+    """What a row holds where a value was needed, for a message."""
+    if value is _MISSING:
+        return "the key is missing"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "an empty string" if not value else "only blanks"
+    if isinstance(value, list | tuple):
+        return "an empty list" if not value else "only blank items"
+    return f"{type(value).__name__}, not text"
 
 
 def _question(column: str, value: Any) -> str:
     if isinstance(value, list):  # a chat: the question is the last user turn (MemAgent's ``prompt``)
         turns = [turn.get("content") for turn in value if isinstance(turn, Mapping) and turn.get("role") == "user"]
-        value = turns[-1] if turns else None
+        if not turns:
+            raise _BadRow(column, "a chat without a user turn", "end the chat with the question as a user turn")
+        value = turns[-1]
     if not isinstance(value, str) or not value.strip():
-        raise _BadRow(column, "no question", "give each row a question")
+        raise _BadRow(column, f"no question ({_shown(value)})", "give each row its question as text")
     return value
 
 
 def _answers(column: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) and value.lstrip().startswith("["):  # a list written into one CSV cell
+    answers = _strings(column, None if value is _MISSING else value)
+    if not answers:
+        raise _BadRow(column, f"no answers ({_shown(value)})", "give at least one gold answer")
+    return answers
+
+
+def _strings(column: str, value: Any) -> tuple[str, ...]:
+    """A list of strings (the non-blank ones), one string or number, or a JSON list written into one CSV cell."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise _BadRow(column, f"{value[:40]!r} is not a JSON list", 'write the answers as ["a", "b"]') from None
-    answers = [value] if isinstance(value, str | int | float) else list(value or [])
-    kept = tuple(str(answer) for answer in answers if str(answer).strip())
-    if not kept:
-        raise _BadRow(column, "no answers", "give at least one gold answer")
-    return kept
+            raise _BadRow(column, f"{value[:40]!r} is not a JSON list", 'write the list as ["a", "b"]') from None
+    if isinstance(value, Mapping):
+        raise _BadRow(column, "an object, not a list of strings", 'write a list ["a", "b"] or one string')
+    items = [value] if isinstance(value, str | int | float) else list(value or [])
+    return tuple(str(item) for item in items if str(item).strip())
 
 
 def _read_confined(column: str, relative: str, root: Path | None) -> str:
@@ -214,7 +255,10 @@ def _read_confined(column: str, relative: str, root: Path | None) -> str:
     if root is None:
         raise _BadRow(column, "a path row in an in-memory dataset", "pass root= (the folder paths are relative to)")
     base = root.resolve()
-    target = (base / relative).resolve()
+    try:
+        target = (base / relative).resolve()
+    except (OSError, ValueError) as error:  # a NUL byte, a link loop
+        raise _BadRow(column, f"{relative!r} is not a usable path ({error})", "name a file in the folder") from None
     if not target.is_relative_to(base):
         raise _BadRow(column, f"{relative!r} leads outside the data folder {base}", "keep documents under it")
     try:
@@ -238,11 +282,15 @@ def _detect(records: _Records, found: set[str], columns: Mapping[str, str] | Non
         missing = [f"`{schema[f]}` ({f})" for f in ("question", "answers") if schema[f] not in found]
         if missing or not {schema["document"], schema["path"]} & found:
             missing += [] if {schema["document"], schema["path"]} & found else [f"`{schema['document']}` (document)"]
-            raise DatasetError(f"{records.name}: no column {', '.join(missing)}; columns: {', '.join(sorted(found))}")
+            raise DatasetError(
+                f"{records.name}: no column {', '.join(missing)}; columns: {', '.join(sorted(found))}; "
+                "name the file's columns in columns= (memagent: --columns)"
+            )
         return "generic", schema
     for name in ("memagent-train", "ruler", "memagent-eval", "longbench", "generic"):
         if _fits(name, found):
-            return name, SCHEMAS[name]
+            schema = SCHEMAS[name]
+            return name, {**schema, "id": "id"} if schema["id"] not in found and "id" in found else schema
     if "input" in found and "outputs" in found:  # RULER's own files keep the document inside `input`
         raise DatasetError(
             f"{records.name}: column `context`: missing; RULER's own files put the document inside `input`, "
@@ -280,6 +328,8 @@ def _record_reader(source: Any) -> _Records:
     if hasattr(source, "column_names") and not isinstance(source, str | os.PathLike):
         return _InMemory(source)
     path = Path(source)
+    if path.is_dir():
+        raise DatasetError(f"{path}: a folder, not a data file; give the file itself")
     if not path.is_file():
         raise DatasetError(f"{path}: no such data file; check the path")
     kind = _SUFFIXES.get(path.suffix.lower())
@@ -350,8 +400,11 @@ class _Parquet(_FileRecords):
 
 class _Csv(_FileRecords):
     def columns(self) -> set[str]:
-        with self.path.open(encoding="utf-8", newline="") as file:
-            return set(next(csv.reader(file), []))
+        try:
+            with self.path.open(encoding="utf-8", newline="") as file:
+                return set(next(csv.reader(file), []))
+        except (UnicodeDecodeError, csv.Error) as error:
+            raise self.error(None, f"not a UTF-8 CSV file ({error}); save it as UTF-8 CSV") from None
 
     def read(self, start: int, needed: list[str]) -> Iterator[tuple[int, Any]]:
         import pyarrow as pa
@@ -367,17 +420,28 @@ class _Csv(_FileRecords):
                         yield number, record
                     number += 1
         except pa.ArrowInvalid as error:
-            raise self.error(None, f"not a readable CSV file ({error})") from None
+            fix = "save it as UTF-8 CSV, every row with the header's fields (quoted where they hold commas)"
+            raise self.error(None, f"not a readable CSV file ({error}); {fix}") from None
+
+
+def _first_columns(records: _FileRecords) -> set[str]:
+    """The keys of the first object among a JSON file's first rows (the file's columns)."""
+    for _, record in islice(records.read(0, []), _PEEK_ROWS):
+        if isinstance(record, Mapping):
+            return set(record)
+    if next(records.read(0, []), None) is None:
+        return set()
+    raise records.error(None, f"no JSON object in its first {_PEEK_ROWS} rows; write one JSON object per line "
+                              "(JSON Lines) or one JSON array of objects")  # fmt: skip
 
 
 class _JsonLines(_FileRecords):
     def columns(self) -> set[str]:
-        first = next((record for _, record in self.read(0, []) if isinstance(record, Mapping)), None)
-        return set(first) if first is not None else set()
+        return _first_columns(self)
 
     def read(self, start: int, needed: list[str]) -> Iterator[tuple[int, Any]]:
         number = 0
-        with self.path.open(encoding="utf-8") as file:
+        with self.path.open("rb") as file:
             for line_number, line in enumerate(file, start=1):
                 if not line.strip():
                     continue
@@ -386,9 +450,11 @@ class _JsonLines(_FileRecords):
                 number += 1
 
 
-def _json_object(line: str, line_number: int) -> Any:
+def _json_object(line: bytes, line_number: int) -> Any:
     try:
-        record = json.loads(line)
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        return _BadRow("", f"line {line_number} is not UTF-8 ({error.reason})", "save the file as UTF-8")
     except json.JSONDecodeError as error:
         return _BadRow("", f"line {line_number} is not JSON ({error.msg})", "fix or remove that line")
     if not isinstance(record, dict):
@@ -398,8 +464,7 @@ def _json_object(line: str, line_number: int) -> Any:
 
 class _JsonArray(_FileRecords):
     def columns(self) -> set[str]:
-        first = next((record for _, record in self.read(0, []) if isinstance(record, Mapping)), None)
-        return set(first) if first is not None else set()
+        return _first_columns(self)
 
     def read(self, start: int, needed: list[str]) -> Iterator[tuple[int, Any]]:
         import ijson
@@ -409,10 +474,14 @@ class _JsonArray(_FileRecords):
             try:
                 for record in ijson.items(file, "item", use_float=True):
                     if number >= start:
-                        yield number, record if isinstance(record, dict) else _BadRow("", "not an object", "fix it")
+                        yield number, record if isinstance(record, dict) else _not_object(record)
                     number += 1
             except ijson.JSONError as error:
                 raise self.error(number, f"invalid or truncated JSON ({error}); the file is damaged") from None
+
+
+def _not_object(item: Any) -> _BadRow:
+    return _BadRow("", f"{type(item).__name__}, not an object", "make every item of the array a JSON object")
 
 
 class _InMemory:

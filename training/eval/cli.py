@@ -36,7 +36,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", metavar="FILE", help="the rows of a data file instead (docs: Your own data)")
     parser.add_argument("--limit", type=int, help="with --dataset: the first N good rows (default: all)")
     parser.add_argument("--columns", help="with --dataset: the file's names, e.g. question=query,answers=gold")
-    parser.add_argument("--on-bad-row", choices=["error", "skip"], default="error", help="with --dataset")
+    parser.add_argument("--on-bad-row", choices=["error", "skip"], help="with --dataset (default: error)")
     parser.add_argument("--resume", action="store_true", help="with --dataset: skip rows OUTPUT_DIR already answered")
     parser.add_argument("--hotpotqa", metavar="FILE", help="the HotpotQA JSON (hotpot_dev_distractor_v1.json)")
     parser.add_argument(
@@ -64,8 +64,8 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         return run_dataset_eval(args, config=config, choose=choose)
     if not args.task:
         raise ConfigError("say what to evaluate on: --task niah_single_2 (generated tasks) or --dataset FILE")
-    if args.limit is not None or args.columns or args.resume:
-        raise ConfigError("--limit, --columns and --resume apply to --dataset; with --task use --samples")
+    if args.limit is not None or args.columns or args.on_bad_row or args.resume:
+        raise ConfigError("--limit, --columns, --on-bad-row and --resume apply to --dataset; with --task use --samples")
     args.lengths, args.samples = args.lengths or "4k,16k", 5 if args.samples is None else args.samples
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
     hotpotqa = load_hotpotqa(args.hotpotqa) if args.hotpotqa else None
@@ -128,18 +128,20 @@ def run_dataset_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose
 
     if args.task:
         raise ConfigError("--task and --dataset both given: drop --task to read the file's rows, or --dataset")
-    if args.lengths or args.samples is not None:
-        raise ConfigError("--lengths and --samples apply to generated tasks: with --dataset use --limit")
+    if args.lengths or args.samples is not None or args.hotpotqa or args.closed_book_filter:
+        raise ConfigError(
+            "--lengths, --samples, --hotpotqa and --closed-book-filter apply to --task: with --dataset use --limit"
+        )
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {args.limit}")
-    columns = parse_columns(args.columns)
-    dataset = open_dataset(args.dataset, columns=columns, on_bad_row=args.on_bad_row)
+    columns, on_bad_row = parse_columns(args.columns), args.on_bad_row or "error"
+    dataset = open_dataset(args.dataset, columns=columns, on_bad_row=on_bad_row)
     dataset.check()
     methods = check_methods([m.strip() for m in args.methods.split(",") if m.strip()])
     choice = choose()
     log.info("model: %s; %s rows of %s", choice.description, dataset.format, dataset.name)
     settings = {
-        "dataset": str(Path(args.dataset).resolve()), "columns": columns, "on_bad_row": args.on_bad_row,
+        "dataset": str(Path(args.dataset).resolve()), "columns": columns, "on_bad_row": on_bad_row,
         "model": choice.description, "methods": methods, "context_window": args.context_window,
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
     }  # fmt: skip
