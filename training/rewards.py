@@ -75,10 +75,19 @@ def exact_match(prediction: str, golds: Sequence[str]) -> float:
 @register_reward("substring_match")
 def substring_match(prediction: str, golds: Sequence[str]) -> float:
     """1.0 when a normalised gold answer contains, or is contained in, the normalised (non-empty) prediction."""
+    return max(gold_in_answer(prediction, golds), answer_in_gold(prediction, golds))
+
+
+def gold_in_answer(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 when a normalised (non-empty) gold answer is inside the normalised (non-empty) prediction."""
     predicted = normalize_answer(prediction)
-    if not predicted:
-        return 0.0
-    return float(any((gold := normalize_answer(g)) and (gold in predicted or predicted in gold) for g in golds))
+    return float(bool(predicted) and any((gold := normalize_answer(g)) and gold in predicted for g in golds))
+
+
+def answer_in_gold(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 when the normalised (non-empty) prediction is inside a normalised gold answer."""
+    predicted = normalize_answer(prediction)
+    return float(bool(predicted) and any(predicted in normalize_answer(g) for g in golds))
 
 
 @register_reward("token_f1")

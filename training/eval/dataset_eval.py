@@ -24,9 +24,10 @@ from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.datasets import Dataset, DatasetRow
 from memagent_graph.training.rewards import (
+    answer_in_gold,
     exact_match,
+    gold_in_answer,
     memagent_verifier,
-    normalize_answer,
     ruler_match_all,
     substring_match,
     token_f1,
@@ -34,9 +35,6 @@ from memagent_graph.training.rewards import (
 
 if TYPE_CHECKING:
     from memagent_graph.training.eval.baselines import Reader
-
-METRICS = ("sub_em", "exact_match", "sub_em_gold_in_answer", "sub_em_answer_in_gold", "token_f1", "verifier")
-"""Reported for every row; RULER rows add ``ruler_match_all``."""
 
 
 def headline_metric(format: str) -> str:
@@ -46,13 +44,11 @@ def headline_metric(format: str) -> str:
 
 def answer_metrics(answer: str, reply: str, golds: Sequence[str], *, ruler: bool = False) -> dict[str, float]:
     """Every metric of one answer (``reply``: the reader's whole reply, for the verifier)."""
-    predicted = normalize_answer(answer)
-    normalised = [normalize_answer(gold) for gold in golds]
     scores = {
         "sub_em": substring_match(answer, golds),
         "exact_match": exact_match(answer, golds),
-        "sub_em_gold_in_answer": float(bool(predicted) and any(g and g in predicted for g in normalised)),
-        "sub_em_answer_in_gold": float(bool(predicted) and any(predicted in g for g in normalised)),
+        "sub_em_gold_in_answer": gold_in_answer(answer, golds),
+        "sub_em_answer_in_gold": answer_in_gold(answer, golds),
         "token_f1": token_f1(answer, golds),
         "verifier": memagent_verifier(reply, golds),
     }

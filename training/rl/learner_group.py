@@ -23,6 +23,7 @@ import torch
 from memagent_graph.errors import ConfigError, MemAgentError
 from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
 from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy, micro_batches
+from memagent_graph.training.rollout.ray_cluster import ensure_ray
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_policy, with_lora
 
@@ -264,8 +265,7 @@ class LearnerGroup:
             raise ConfigError("a learner group shards or replicates the policy: use strategy fsdp or ddp")
         if config.offload and device != "cuda":
             raise ConfigError("`learner.offload` moves GPU ranks' parameters to the CPU: it needs device: cuda")
-        if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ensure_ray()
         self.placement = rank_placement(config, device=device)
         gpus = 1 if device == "cuda" else 0
         actor = ray.remote(num_cpus=config.cpus_per_worker, num_gpus=gpus)(LearnerRank)

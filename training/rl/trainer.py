@@ -39,6 +39,7 @@ from memagent_graph.training.rl.learner_group import LearnerGroup
 from memagent_graph.training.rl.memory_plan import check_fits, memory_plan, policy_parameters
 from memagent_graph.training.rl.task_source import task_source
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rollout.ray_cluster import ensure_ray
 from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
 from memagent_graph.training.rollout.weights import load_policy, with_lora
 from memagent_graph.training.rollout.worker import Episode
@@ -95,14 +96,6 @@ def score_calls(traces: Sequence[Sequence[TraceCall]], rewards: torch.Tensor, co
     )
 
 
-def join_ray(address: str) -> None:
-    """Connect this process to the Ray cluster at ``address`` (rollout actors and learner ranks run there)."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
-
-
 def rollout_gpus(config: RLConfig, *, device: str) -> float:
     """Ray GPUs per rollout actor: as configured, or with Ray on cuda a share of one GPU each (an actor that Ray
     gives no GPU sees none: Ray hides them through CUDA_VISIBLE_DEVICES)."""
@@ -125,7 +118,7 @@ class Trainer:
         self.source.check(config.questions_per_step)
         torch.manual_seed(config.seed)
         if config.ray_address is not None:
-            join_ray(config.ray_address)
+            ensure_ray(config.ray_address)
         lora = config.lora.model_dump() if config.lora else None
         if self.device == "cuda":
             self._plan_memory(lora)

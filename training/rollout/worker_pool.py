@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.training.rollout.ray_cluster import ensure_ray
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.worker import Episode, RolloutWorker
 
@@ -40,8 +41,7 @@ class WorkerPool:
         if use_ray:
             import ray
 
-            if not ray.is_initialized():
-                ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ensure_ray()
             environment = self._vllm_environment()
             self._actor_class = ray.remote(num_cpus=1, num_gpus=gpus, **environment)(RolloutWorker)
         self.workers = [self._start(rank) for rank in range(count)]
