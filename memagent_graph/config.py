@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memagent_graph.errors import ConfigError
@@ -43,6 +45,20 @@ class MemAgentConfig(BaseModel):
     )
     quote_min_gain: float = Field(
         12.0, description="quote: nats by which a sentence must beat an empty passage at predicting the question."
+    )
+    quote_hop_min_share: float = Field(
+        0.4,
+        ge=0.0,
+        description="quote: share of the surprise of the best note's new names and values that a sentence must "
+        "explain to be kept as its second hop (above 1: no second hops).",
+    )
+    quote_prefilter: int = Field(
+        16, ge=0, description="quote: sentences of each chunk a BM25 first stage passes to the model (0: all)."
+    )
+    quote_answer: Literal["span", "line", "copy"] = Field(
+        "span",
+        description="quote: the answer is the phrase of the answering note that the question asks for (span), "
+        "that note (line), or the line the model copies (copy).",
     )
     evidence_min_score: float = Field(
         75.0,

@@ -82,6 +82,7 @@ def build_memagent_graph(
         tokenizer,
         memagent_config=config,
         quotes_answer=policy.quotes_answer,
+        policy_answer=policy.answer,
         questions=questions,
     )
     builder.add_node("final_answer", answer)

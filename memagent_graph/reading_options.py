@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,6 +39,9 @@ class ReadingOptions(BaseModel):
     )
     memory_policy: str | None = Field(None, description="A registered memory policy: generate, quote, ...")
     quote_min_gain: float | None = None
+    quote_hop_min_share: float | None = None
+    quote_prefilter: int | None = Field(None, description="Sentences per chunk the quote policy's BM25 stage passes.")
+    quote_answer: Literal["span", "line", "copy"] | None = None
     max_attempts: int | None = Field(None, description="Tries per model call, the first included.")
 
     @classmethod
@@ -56,8 +59,7 @@ class ReadingOptions(BaseModel):
             return cls(**{name: value for name, value in values.items() if value})
         except ValidationError as error:
             problems = "; ".join(
-                f"{ENV_PREFIX}{str(e['loc'][0]).upper()}={values[str(e['loc'][0])]!r} is not valid "
-                f"({e['msg'].lower()})"
+                f"{ENV_PREFIX}{str(e['loc'][0]).upper()}={values[str(e['loc'][0])]!r} is not valid ({e['msg'].lower()})"
                 for e in error.errors()
             )
             raise ConfigError(problems) from None

@@ -1,14 +1,15 @@
 """`final_answer`: one call per question that sees only the question and its final memory, then extracts the
 boxed answer and cites the memory spans that hold it (`provenance.cite`).
 
-When the memory policy quotes its answers (``quote``), the prompt is the quote answer prompt and the reply must
-be one whole line of the memory (extractive: nothing is invented).
+When the memory policy answers from the memory itself (``quote``: `MemoryPolicy.answer`), no answer call is
+made; when it quotes its answers (``quote`` with ``quote_answer="copy"``), the prompt is the quote answer prompt
+and the reply must be one whole line of the memory (extractive: nothing is invented).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -38,10 +39,12 @@ def final_answer(
     *,
     memagent_config: MemAgentConfig,
     quotes_answer: bool = False,
+    policy_answer: Callable[[str, str], Completion] | None = None,
     questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
     """Build the node that answers each question from its memory and records whether the answer was boxed;
-    ``quotes_answer``: the reply copies one line of the memory (`MemoryPolicy.quotes_answer`)."""
+    ``quotes_answer``: the reply copies one line of the memory (`MemoryPolicy.quotes_answer`);
+    ``policy_answer``: the policy's own answer replaces the call (`MemoryPolicy.answer`)."""
     config_ = memagent_config
     quote = quotes_answer
 
@@ -69,11 +72,20 @@ def final_answer(
             "usage": add_usage(state.get("usage"), completions),
         }
 
+    def own_answers(state: Mapping[str, Any]) -> list[Completion]:
+        assert policy_answer is not None
+        pairs = zip(questions.questions(state), questions.memories(state), strict=True)
+        return [policy_answer(question, memory) for question, memory in pairs]
+
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        if policy_answer is not None:
+            return finish(state, own_answers(state))
         prompts, options = prepare(state)
         return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config))
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        if policy_answer is not None:  # CPU-bound scoring: keep it off the event loop
+            return finish(state, await asyncio.to_thread(own_answers, state))
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
         prompts, options = await asyncio.to_thread(prepare, state)
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)

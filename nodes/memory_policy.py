@@ -35,13 +35,16 @@ class MemoryPolicy:
     """A memory policy as the graph runs it.
 
     ``write`` makes the new memories; ``awrite`` does the same without blocking the event loop (None: ``write``
-    runs in a worker thread). ``quotes_answer``: the answer call must copy one line of the memory (``quote_from``);
+    runs in a worker thread). ``answer``: the policy answers from the memory itself, with no answer call
+    (``answer(question, memory)``); ``quotes_answer``: the answer call must copy one line of the memory
+    (``quote_from``);
     ``lockstep``: it can update many questions' memories over one chunk; ``uses_update_prompt``: it sends the
     update prompt (the read checks then make sure the prompt fits in a chunk).
     """
 
     write: Write
     awrite: AsyncWrite | None = None
+    answer: Callable[[str, str], Completion] | None = None
     quotes_answer: bool = False
     lockstep: bool = True
     uses_update_prompt: bool = True

@@ -21,6 +21,8 @@ from memagent_graph.nodes import (
 )
 from memagent_graph.nodes.model_call import CallOptions, Completion
 from memagent_graph.nodes.quote_memory import quote_update
+from memagent_graph.nodes.quote_scoring import GainCache
+from memagent_graph.nodes.quote_selection import QuoteSettings
 from memagent_graph.testing import RuleMemoryModel
 
 pytestmark = pytest.mark.unit
@@ -111,13 +113,13 @@ def test_a_quote_update_tokenizes_each_candidate_once(tokenizer):
     counting = CountingTokenizer(tokenizer)
     section = "The gate code is 7731. The river is wide. The hills are green."
     quote_update(
-        LengthScorer(),
+        GainCache(LengthScorer()),
         question="Code?",
         previous="Old note.",
         section=section,
         tokenizer=counting,
         budget=30,
-        min_gain=1,
+        settings=QuoteSettings(min_gain=1, hop_min_share=0.5, prefilter=0),
     )
     assert counting.seen and set(counting.seen.values()) == {1}
 

@@ -1,4 +1,5 @@
-"""The quote memory policy: sentences chosen by a scorer, kept verbatim, answered by copying one of them."""
+"""The quote memory policy: sentences chosen by a scorer (after a BM25 first stage), their second hops, kept
+verbatim, answered with the phrase asked for or by copying one of them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from pydantic import PrivateAttr
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.embedded_engine import _line_continuations
-from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, quote_update, select_quotes, split_sentences
+from memagent_graph.nodes.quote_answer import answer_span
+from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, quote_update, split_sentences
+from memagent_graph.nodes.quote_prefilter import prefilter
+from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms
+from memagent_graph.nodes.quote_selection import QuoteSettings, fit_budget, rank_quotes, second_hops
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 
 QUESTION = "What is the access code of the north gate?"
@@ -28,14 +33,24 @@ def _words(text: str) -> set[str]:
 
 
 class WordOverlapScorer:
-    """Scores a passage by how many of the question's words it shares (an empty passage scores 0)."""
+    """log p(question | passage) as minus the question's words the passage lacks: a passage gains one nat per
+    question word it shares, and a question's surprise is its number of words."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         self.calls.append(list(passages))
-        return [float(len(_words(question) & _words(p))) for p in passages]
+        return [-float(len(_words(question) - _words(p))) for p in passages]
+
+
+def _settings(min_gain: float = 2, *, hop_min_share: float = 2.0, prefilter: int = 0) -> QuoteSettings:
+    return QuoteSettings(min_gain=min_gain, hop_min_share=hop_min_share, prefilter=prefilter)
+
+
+def _rank(question: str, candidates: list[str], scorer: WordOverlapScorer, **settings: Any) -> list[str]:
+    cache = GainCache(scorer)
+    return rank_quotes(question, candidates, cache, settings=_settings(**settings), tally=ScoreTally(len))
 
 
 class QuotingModel(BaseChatModel):
@@ -73,50 +88,146 @@ def test_overlong_sentence_is_cut_at_spaces_into_bounded_pieces():
     assert " ".join(pieces) == " ".join(["word"] * 300)
 
 
-def test_selection_keeps_sentences_beating_the_empty_passage_best_first(tokenizer):
+def test_selection_keeps_sentences_beating_the_empty_passage_best_first():
     candidates = ["Rivers and hills.", "The north gate is old.", NEEDLE]
-    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), count=tokenizer.count, budget=100, min_gain=2)
-    assert kept == [NEEDLE, "The north gate is old."]
+    assert _rank(QUESTION, candidates, WordOverlapScorer(), min_gain=2) == [NEEDLE, "The north gate is old."]
 
 
 def test_selection_stops_at_the_memory_budget(tokenizer):
-    candidates = [NEEDLE, "The north gate is old."]
-    budget = tokenizer.count(NEEDLE)
-    kept = select_quotes(QUESTION, candidates, WordOverlapScorer(), count=tokenizer.count, budget=budget, min_gain=1)
-    assert kept == [NEEDLE]
+    ranked = [NEEDLE, "The north gate is old."]
+    assert fit_budget(ranked, count=tokenizer.count, budget=tokenizer.count(NEEDLE)) == [NEEDLE]
 
 
-def test_selection_scores_each_candidate_once_and_the_empty_passage(tokenizer):
+def test_selection_scores_each_candidate_once_and_the_empty_passage():
     scorer = WordOverlapScorer()
-    select_quotes(QUESTION, [NEEDLE, NEEDLE, "Hills."], scorer, count=tokenizer.count, budget=100, min_gain=1)
-    assert scorer.calls == [[NEEDLE, "Hills.", ""]]
+    _rank(QUESTION, [NEEDLE, NEEDLE, "Hills."], scorer, min_gain=1)
+    assert scorer.calls == [["", NEEDLE, "Hills."]]
+
+
+def test_cached_scores_are_not_asked_again():
+    scorer = WordOverlapScorer()
+    cache, tally = GainCache(scorer), ScoreTally(len)
+    first = cache.gains(QUESTION, [NEEDLE, "Hills."], tally)
+    assert cache.gains(QUESTION, ["Hills.", NEEDLE], tally) == first[::-1]
+    assert scorer.calls == [["", NEEDLE, "Hills."]] and tally.passages == 3
+
+
+def test_cache_forgets_the_least_recently_used_pairs_past_its_bound():
+    scorer = WordOverlapScorer()
+    cache = GainCache(scorer, max_entries=3)
+    cache.gains(QUESTION, ["a.", "b."])
+    cache.gains(QUESTION, ["c."])  # the empty passage is used again: "a." is now the least recently used
+    cache.gains(QUESTION, ["b.", "a."])
+    assert scorer.calls[-1] == ["a."]
+
+
+LINK = "Ilvara Tesk's mentor is Dovan Maruk."
+PLACE = "Dovan Maruk was born in Quelmarsh."
+HOP_QUESTION = "In which town was Ilvara Tesk's mentor born?"
+
+
+def test_bridge_terms_are_the_names_a_line_adds_to_the_question():
+    assert bridge_terms(LINK, HOP_QUESTION) == "Dovan Maruk"
+    assert bridge_terms("The gate is old.", QUESTION) == ""
+
+
+def test_second_hop_is_kept_after_the_line_it_continues():
+    candidates = ["Odra Vel was born in Tarwick.", PLACE, LINK, "Rivers and hills."]
+    ranked = _rank(HOP_QUESTION, candidates, WordOverlapScorer(), min_gain=3, hop_min_share=0.5)
+    assert ranked[:2] == [LINK, PLACE]
+
+
+def test_second_hops_need_their_share_of_the_bridge():
+    cache, tally = GainCache(WordOverlapScorer()), ScoreTally(len)
+    half = "Dovan Pell was born in Quelmarsh."  # shares one of the bridge's two names
+    assert second_hops(HOP_QUESTION, LINK, [half, PLACE], cache, min_share=0.75, tally=tally) == [PLACE]
+    assert second_hops(HOP_QUESTION, LINK, [half, PLACE], cache, min_share=0.5, tally=tally) == [PLACE, half]
+    assert second_hops(HOP_QUESTION, LINK, [half, PLACE], cache, min_share=1.5, tally=tally) == []
+
+
+def test_prefilter_passes_the_sentences_bm25_ranks_best_in_document_order():
+    sentences = [*FILLER[:10], NEEDLE, *FILLER[10:20], "The north gate is old."]
+    assert prefilter(QUESTION, sentences, keep=2) == [NEEDLE, "The north gate is old."]
+
+
+def test_prefilter_never_passes_a_sentence_sharing_no_word_with_the_query():
+    assert prefilter("north gate code", ["Rivers.", "Hills.", "The north gate."], keep=2) == ["The north gate."]
+
+
+def test_span_answer_is_the_value_the_question_does_not_mention():
+    line = "An important fact: the access code of the north gate equals 7731."
+    assert answer_span(line, QUESTION) == "7731"
+
+
+def test_span_answer_skips_the_first_hops_names_and_keeps_a_whole_name():
+    assert answer_span(PLACE, HOP_QUESTION, known="Dovan Maruk") == "Quelmarsh"
+    assert answer_span("The prize went to Odra Vel in spring.", "Who won the prize?") == "Odra Vel"
+
+
+def test_span_answer_is_the_line_when_it_has_no_name_or_value():
+    assert answer_span("it rained all day.", "What was the weather?") == "it rained all day."
 
 
 def test_update_keeps_previous_notes_as_candidates_and_reports_a_quote_step(tokenizer):
     completion = quote_update(
-        WordOverlapScorer(),
+        GainCache(WordOverlapScorer()),
         question=QUESTION,
         previous=NEEDLE,
         section=" ".join(FILLER[:5]),
         tokenizer=tokenizer,
         budget=64,
-        min_gain=3,
+        settings=_settings(3),
     )
     assert completion.text == NEEDLE
     assert completion.finish_reason == QUOTE_FINISH_REASON and completion.completion_tokens == 0
     assert completion.prompt_tokens > tokenizer.count(NEEDLE)
 
 
-def test_quote_policy_reads_a_document_into_verbatim_notes_and_answers_from_them(tokenizer):
-    document = " ".join(FILLER[:25] + [NEEDLE] + FILLER[25:])
+def test_update_scores_only_the_sentences_the_first_stage_passes(tokenizer):
+    scorer = WordOverlapScorer()
+    quote_update(
+        GainCache(scorer),
+        question=QUESTION,
+        previous="",
+        section=" ".join([*FILLER[:20], NEEDLE]),
+        tokenizer=tokenizer,
+        budget=64,
+        settings=_settings(3, prefilter=4),
+    )
+    assert len(scorer.calls[0]) <= 5 and NEEDLE in scorer.calls[0]
+
+
+def _read(document: str, question: str, **settings: Any) -> tuple[Any, QuotingModel]:
     model = QuotingModel()
-    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=3)
-    result = MemAgent(model, config=config, tokenizer=tokenizer).invoke(QUESTION, TextDocument(document))
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=3, **settings)
+    return MemAgent(model, config=config, tokenizer=tokenizer_for(document)).invoke(
+        question, TextDocument(document)
+    ), model
+
+
+def tokenizer_for(document: str) -> Any:
+    return train_bpe_tokenizer([document, QUESTION, HOP_QUESTION], vocab_size=600)
+
+
+def test_quote_policy_reads_a_document_into_verbatim_notes_and_answers_with_the_value():
+    result, model = _read(" ".join(FILLER[:25] + [NEEDLE] + FILLER[25:]), QUESTION)
     assert result.num_chunks > 3
     assert result.memory == NEEDLE
+    assert result.answer == "7731" and model._answer_options == []
+    assert {step["finish_reason"] for step in result.steps} == {QUOTE_FINISH_REASON}
+
+
+def test_quote_policy_follows_a_second_hop_chunks_later():
+    document = " ".join([*FILLER[:5], LINK, *FILLER[5:45], PLACE, *FILLER[45:]])
+    result, _ = _read(document, HOP_QUESTION, quote_hop_min_share=0.5)
+    assert result.memory.splitlines()[:2] == [LINK, PLACE]
+    assert result.answer == "Quelmarsh"
+
+
+def test_copy_mode_lets_the_model_copy_a_line_of_the_memory():
+    result, model = _read(" ".join(FILLER[:25] + [NEEDLE] + FILLER[25:]), QUESTION, quote_answer="copy")
     assert result.answer == NEEDLE
     assert model._answer_options[-1]["quote_from"] == NEEDLE
-    assert {step["finish_reason"] for step in result.steps[:-1]} == {QUOTE_FINISH_REASON}
 
 
 def test_quote_policy_needs_a_model_that_scores_passages(tokenizer):

@@ -130,6 +130,20 @@ def _model_options(
     )
     budget.add_argument("--quote-min-gain", type=float, help="quote: nats a sentence must gain to be kept (12)")
     budget.add_argument(
+        "--quote-hop-min-share",
+        type=float,
+        help="quote: share of the best note's new names a sentence must predict to be kept as its second hop (0.4)",
+    )
+    budget.add_argument(
+        "--quote-prefilter", type=int, help="quote: sentences per chunk the BM25 first stage passes (16; 0: all)"
+    )
+    budget.add_argument(
+        "--quote-answer",
+        choices=["span", "line", "copy"],
+        help="quote: answer with the phrase asked for (span, default), the answering note (line), or the line "
+        "the model copies (copy)",
+    )
+    budget.add_argument(
         "--prompts",
         help="the prompt set: default (MemAgent's), section-first (shares one prefix across questions for an "
         "engine's prefix cache), verbatim (notes as word-for-word quotes, which the Evidence block cites exactly)",

@@ -1,0 +1,88 @@
+"""The quote policy's answer: a line of the memory, or the phrase of it that the question asks for.
+
+The answer line is the note that predicts the question best or, when the memory holds a second hop of it
+(`second_hops`), that hop: the end of the chain. In ``span`` mode the answer is the first run of names and
+values in that line that neither the question nor the first hop mentions (a number, a place, a name), numbers
+first, the whole line when there is none; every answer character is the memory's. ``copy`` leaves the choice
+to the model: its reply must copy one whole line (`LocalChatModel`'s ``quote_from``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from memagent_graph.nodes.model_call import Completion
+from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, is_name_or_value, words
+from memagent_graph.nodes.quote_selection import QuoteSettings, second_hops
+
+AnswerMode = Literal["span", "line", "copy"]
+Answer = Callable[[str, str], Completion]
+"""``answer(question, memory)``: the final answer, reported like a model call."""
+ANSWER_FINISH_REASON = "quote"
+_WORD = re.compile(r"[\w'’-]+")
+
+
+def answer_line(
+    question: str, notes: list[str], cache: GainCache, *, settings: QuoteSettings, tally: ScoreTally
+) -> tuple[str, str]:
+    """The note to answer from and the first hop it was reached through ("" when it is the best note itself)."""
+    gains = cache.gains(question, notes, tally)
+    best = notes[max(range(len(notes)), key=gains.__getitem__)]
+    hops = second_hops(question, best, notes, cache, min_share=settings.hop_min_share, tally=tally)
+    return (hops[0], best) if hops else (best, "")
+
+
+def answer_span(line: str, question: str, *, known: str = "") -> str:
+    """The phrase of ``line`` the question asks for: its first run of names and values (`is_name_or_value`)
+    that ``question`` and ``known`` do not mention, runs with a digit first, then runs not opening the line;
+    ``line`` itself when it has none."""
+    mentioned = {w.lower() for w in words(f"{question} {known}")}
+    runs: list[tuple[int, int]] = []
+    previous_end = None
+    for match in _WORD.finditer(line):
+        word = match.group().strip("'’-")
+        if not word or not is_name_or_value(word) or word.lower() in mentioned:
+            previous_end = None
+            continue
+        start = match.start() + match.group().index(word)
+        end = start + len(word)
+        if previous_end is not None and line[previous_end:start].strip() == "":
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+        previous_end = end
+    if not runs:
+        return line
+    with_digit = [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])]
+    inner = [r for r in runs if line[: r[0]].strip()]
+    start, end = (with_digit or inner or runs)[0]
+    return line[start:end]
+
+
+def quote_answerer(
+    cache: GainCache, *, settings: QuoteSettings, mode: AnswerMode, count: Callable[[str], int]
+) -> Answer:
+    """The answer function of a quote read in ``span`` or ``line`` mode (``copy`` is the model's call); ``count``
+    tokenizes what it scores for the usage report."""
+
+    def answer(question: str, memory: str) -> Completion:
+        started = time.perf_counter()
+        notes = [line for line in memory.splitlines() if line.strip()]
+        tally = ScoreTally(count)
+        text = ""
+        if notes:
+            line, first_hop = answer_line(question, notes, cache, settings=settings, tally=tally)
+            known = bridge_terms(first_hop, question) if first_hop else ""
+            text = answer_span(line, question, known=known) if mode == "span" else line
+        return Completion(
+            text=text,
+            prompt_tokens=tally.tokens,
+            completion_tokens=0,
+            latency_s=time.perf_counter() - started,
+            finish_reason=ANSWER_FINISH_REASON,
+        )
+
+    return answer

@@ -1,0 +1,118 @@
+"""How the quote policy judges a sentence: query likelihood against an empty passage, cached, and the bridge
+terms that carry a question to its second hop.
+
+A sentence's *gain* for a query is log p(query | sentence) − log p(query | empty passage), summed over the
+query's tokens (UPR's query likelihood, Sachan et al., 2022). The gains of the memory's own lines are asked
+again at every chunk, so `GainCache` keeps them: a line is scored once per query for the whole read.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from memagent_graph.errors import ConfigError
+
+_WORD = re.compile(r"[\w'’-]+")
+_STRIP = "'’-"
+
+
+@runtime_checkable
+class PassageScorer(Protocol):
+    """A chat model that can say how well each passage predicts a question, and whose calls accept
+    ``quote_from`` (the reply must copy one line of it): the embedded engine is one."""
+
+    accepts_quote_from: bool
+    """True when the model's calls take ``quote_from``: the text one whole line of which the reply must copy."""
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """log p(question | passage) for each passage, summed over the question's tokens."""
+        ...
+
+
+def require_scorer(model: object) -> PassageScorer:
+    """``model`` as a `PassageScorer`, or a `ConfigError` naming the fix."""
+    if not isinstance(model, PassageScorer) or not model.accepts_quote_from:
+        raise ConfigError(
+            f"`memory_policy` 'quote' needs a model that scores passages (score_passages) and copies a line of "
+            f"them (accepts_quote_from), and {type(model).__name__} does not; use the embedded engine, or "
+            "`memory_policy` 'generate'"
+        )
+    return model
+
+
+@dataclass
+class ScoreTally:
+    """What one memory update asked of the model: passages scored and the tokens they and their queries hold
+    (``count`` tokens each)."""
+
+    count: Callable[[str], int]
+    passages: int = 0
+    tokens: int = 0
+
+    def add(self, query: str, passages: Sequence[str]) -> None:
+        """Count ``passages`` scored for ``query``."""
+        self.passages += len(passages)
+        self.tokens += sum(self.count(p) for p in passages) + len(passages) * self.count(query)
+
+
+class GainCache:
+    """Gains of passages for queries, each (query, passage) pair scored once for as long as it stays among the
+    ``max_entries`` most recently used; a query's empty passage is scored in the same batch as its first
+    passages. Safe to share between threads (a pair two threads miss at once is scored twice, harmlessly)."""
+
+    def __init__(self, scorer: PassageScorer, *, max_entries: int = 16_384) -> None:
+        self.scorer = scorer
+        self.max_entries = max_entries
+        self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def gains(self, query: str, passages: Sequence[str], tally: ScoreTally | None = None) -> list[float]:
+        """The gain of each passage for ``query``; what the model scored is added to ``tally``."""
+        scores = self._scores_of(query, passages, tally)
+        return [scores[p] - scores[""] for p in passages]
+
+    def surprise(self, query: str, tally: ScoreTally | None = None) -> float:
+        """−log p(query | empty passage): the most any passage can gain for ``query``."""
+        return -self._scores_of(query, [], tally)[""]
+
+    def _scores_of(self, query: str, passages: Sequence[str], tally: ScoreTally | None) -> dict[str, float]:
+        wanted = list(dict.fromkeys(["", *passages]))
+        with self._lock:
+            known = {p: self._recall(query, p) for p in wanted if (query, p) in self._scores}
+        missing = [p for p in wanted if p not in known]
+        if missing:
+            known.update(zip(missing, self.scorer.score_passages(query, missing), strict=True))
+            with self._lock:
+                self._scores.update(((query, p), known[p]) for p in missing)
+                while len(self._scores) > self.max_entries:
+                    self._scores.popitem(last=False)
+            if tally is not None:
+                tally.add(query, missing)
+        return known
+
+    def _recall(self, query: str, passage: str) -> float:
+        self._scores.move_to_end((query, passage))
+        return self._scores[(query, passage)]
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` (letters, digits, inner apostrophes and hyphens), as written."""
+    return [w.strip(_STRIP) for w in _WORD.findall(text) if w.strip(_STRIP)]
+
+
+def is_name_or_value(word: str) -> bool:
+    """A word that names something or states a value: it has a digit or starts with a capital."""
+    return any(c.isdigit() for c in word) or word[:1].isupper()
+
+
+def bridge_terms(line: str, question: str) -> str:
+    """The names and values of ``line`` that ``question`` does not mention, in order ("Dovan Maruk" for
+    "Ilvara Tesk's mentor is Dovan Maruk." asked "Where was Ilvara Tesk's mentor born?"): what a second
+    hop must be about. Empty when ``line`` adds no name or value."""
+    asked = {w.lower() for w in words(question)}
+    return " ".join(w for w in words(line) if is_name_or_value(w) and w.lower() not in asked)
