@@ -17,11 +17,13 @@ from memagent_graph.nodes.model_call import CallOptions, Completion
 
 @dataclass(frozen=True)
 class MemoryRequest:
-    """One question's memory update: its question, its memory so far, and the chunk's text (sanitised)."""
+    """One question's memory update: its question, its memory so far, the chunk's text (sanitised), and the
+    beginning of the next chunk (sanitised; "" after the last), for a policy that keeps whole sentences."""
 
     question: str
     memory: str
     section: str
+    following: str = ""
 
 
 Write = Callable[[Sequence[MemoryRequest], CallOptions, RunnableConfig], list[Completion]]

@@ -51,6 +51,17 @@ def split_sentences(text: str, *, max_chars: int = MAX_QUOTE_CHARS) -> list[str]
     return sentences
 
 
+def complete_last_sentence(section: str, following: str) -> str:
+    """``section`` with the words of ``following`` up to its first sentence end, when ``section`` stops inside a
+    sentence (a chunk boundary cuts sentences: "... number 810" | "2555. And ...")."""
+    if not following or not section.strip() or section.rstrip()[-1] in ".!?" or section[-1] == "\n":
+        return section
+    if following.lstrip(" \t")[:1] == "\n":
+        return section
+    head = _SENTENCE_BREAK.split(following, maxsplit=1)[0]
+    return section + head
+
+
 def quote_update(
     cache: GainCache,
     *,
@@ -60,12 +71,16 @@ def quote_update(
     tokenizer: Tokenizer,
     budget: int,
     settings: QuoteSettings,
+    following: str = "",
 ) -> Completion:
     """One memory update by quote selection, reported like a model call (its prompt tokens are what the model
-    scored). The previous notes are always candidates; the chunk's sentences pass the first stage."""
+    scored). The previous notes are always candidates; the chunk's sentences pass the first stage, the last one
+    completed from ``following`` (the next chunk's beginning) when the chunk ends inside it."""
     started = time.perf_counter()
     notes = [line for line in previous.splitlines() if line.strip()]
-    sentences = [s for s in dict.fromkeys(split_sentences(section)) if s not in notes]
+    sentences = [
+        s for s in dict.fromkeys(split_sentences(complete_last_sentence(section, following))) if s not in notes
+    ]
     if settings.prefilter:
         query = f"{question} {bridge_terms(notes[0], question)}" if notes else question
         sentences = prefilter(query, sentences, keep=settings.prefilter)
@@ -95,6 +110,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
                 question=request.question,
                 previous=request.memory,
                 section=request.section,
+                following=request.following,
                 tokenizer=tokenizer,
                 budget=options.max_tokens,
                 settings=settings,

@@ -29,6 +29,9 @@ from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_chunk import check_same_document
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
+READ_AHEAD_CHARS = 512
+"""How much of the next chunk a memory request carries (`MemoryRequest.following`)."""
+
 
 class _Read(NamedTuple):
     """What one step read: each question's request, the chunk as in the document, and the run's call options."""
@@ -58,8 +61,13 @@ class _MemoryStep:
             state["doc_id"], cursor, text, doc.chunk_origin(cursor), None if source is None else str(source)
         )
         section = self.sanitizer.clean(text).text
+        following = (
+            self.sanitizer.clean(doc.chunk_text(cursor + 1)[:READ_AHEAD_CHARS]).text
+            if cursor + 1 < doc.num_chunks
+            else ""
+        )
         requests = [
-            MemoryRequest(question, memory, section)
+            MemoryRequest(question, memory, section, following)
             for question, memory in zip(self.questions.questions(state), self.questions.memories(state), strict=True)
         ]
         return _Read(requests, chunk, call_options(self.config, budget="memory_tokens"))

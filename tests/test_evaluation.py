@@ -171,3 +171,28 @@ def test_groundedness_accepts_a_reworded_answer_and_rejects_an_invented_one():
     assert citation_scores(cited, "The number is 9999999.", task) == (1.0, 0.0)
     assert citation_scores(Reading("", ((0, 5),)), reworded, task) == (0.0, 0.0)  # cited the filler only
     assert citation_scores(Reading(""), reworded, task) == (None, None)  # a method that does not cite
+
+
+@pytest.mark.integration
+def test_a_stopped_task_eval_resumes_answering_only_the_missing_documents(memagent, tokenizer, tmp_path):
+    from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
+
+    out = tmp_path / "out"
+    args = ["eval", "--task", "niah_single_1", "--lengths", "1k", "--samples", "2", "--methods", "memagent,bm25",
+            "--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30", "--output-dir", str(out),
+            "--quiet"]  # fmt: skip
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
+        assert memagent(*args, "--base-url", server.base_url).returncode == 0
+        records = (out / "records.jsonl").read_text().splitlines()
+        (out / "records.jsonl").write_text("\n".join(records[:2]) + "\n" + records[2][:20])  # killed mid-line
+        refused = memagent(*args, "--base-url", server.base_url)
+        before = len(server.requests)
+        resumed = memagent(*args, "--base-url", server.base_url, "--resume")
+    assert refused.returncode != 0 and "add --resume" in refused.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    saved = json.loads((out / "results.json").read_text())
+    assert sorted((r["sample"], r["method"]) for r in saved["records"]) == [
+        (0, "bm25"), (0, "memagent"), (1, "bm25"), (1, "memagent")
+    ]  # fmt: skip
+    assert 0 < len(server.requests) - before
+    assert {"exact_match", "sub_em", "seconds_per_document"} <= set(saved["summary"][0])

@@ -17,7 +17,7 @@ from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.embedded_engine import _line_continuations
 from memagent_graph.nodes.quote_answer import answer_span
-from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, quote_update, split_sentences
+from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
 from memagent_graph.nodes.quote_prefilter import prefilter
 from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms
 from memagent_graph.nodes.quote_selection import QuoteSettings, fit_budget, rank_quotes, second_hops
@@ -76,6 +76,13 @@ class QuotingModel(BaseChatModel):
 @pytest.fixture(scope="module")
 def tokenizer():
     return train_bpe_tokenizer([NEEDLE, QUESTION, *FILLER], vocab_size=600)
+
+
+def test_a_sentence_cut_by_the_chunk_boundary_is_completed_from_the_next_chunk():
+    assert complete_last_sentence("Rain. The code is 77", "31. Hills.") == "Rain. The code is 7731."
+    assert complete_last_sentence("Rain. The code is", " 7731. Hills.") == "Rain. The code is 7731."
+    assert complete_last_sentence("Rain. Snow.", "Hills. More.") == "Rain. Snow."
+    assert complete_last_sentence("a table row", "\nnext row") == "a table row"
 
 
 def test_sentences_split_at_sentence_ends_and_line_breaks():

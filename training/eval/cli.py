@@ -12,6 +12,7 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.task_suite import TASK_KINDS
 from memagent_graph.training.eval.evaluation import (
     METHODS,
+    EvalRecord,
     build_readers,
     check_methods,
     check_samples,
@@ -21,6 +22,7 @@ from memagent_graph.training.eval.evaluation import (
     parse_lengths,
     write_results,
 )
+from memagent_graph.training.eval.record_log import RecordLog
 
 if TYPE_CHECKING:
     from memagent_graph.config import MemAgentConfig
@@ -37,7 +39,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="with --dataset: the first N good rows (default: all)")
     parser.add_argument("--columns", help="with --dataset: the file's names, e.g. question=query,answers=gold")
     parser.add_argument("--on-bad-row", choices=["error", "skip"], help="with --dataset (default: error)")
-    parser.add_argument("--resume", action="store_true", help="with --dataset: skip rows OUTPUT_DIR already answered")
+    parser.add_argument(
+        "--resume", action="store_true", help="skip the documents or rows OUTPUT_DIR already holds answers for"
+    )
     parser.add_argument("--hotpotqa", metavar="FILE", help="the HotpotQA JSON (hotpot_dev_distractor_v1.json)")
     parser.add_argument(
         "--closed-book-filter",
@@ -64,8 +68,8 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         return run_dataset_eval(args, config=config, choose=choose)
     if not args.task:
         raise ConfigError("say what to evaluate on: --task niah_single_2 (generated tasks) or --dataset FILE")
-    if args.limit is not None or args.columns or args.on_bad_row or args.resume:
-        raise ConfigError("--limit, --columns, --on-bad-row and --resume apply to --dataset; with --task use --samples")
+    if args.limit is not None or args.columns or args.on_bad_row:
+        raise ConfigError("--limit, --columns and --on-bad-row apply to --dataset; with --task use --samples")
     args.lengths, args.samples = args.lengths or "4k,16k", 5 if args.samples is None else args.samples
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
     hotpotqa = load_hotpotqa(args.hotpotqa) if args.hotpotqa else None
@@ -79,17 +83,6 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         known = len(hotpotqa)
         hotpotqa = closed_book_filter(hotpotqa, choice.model)
         log.info("closed-book filter: kept %d of %d HotpotQA questions", len(hotpotqa), known)
-    built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
-    records = evaluate(
-        tasks,
-        lengths,
-        samples=args.samples,
-        readers=built,
-        tokenizer=choice.tokenizer,
-        seed=args.seed,
-        hotpotqa=hotpotqa,
-        progress=not args.quiet,
-    )
     settings = {
         "model": choice.description,
         "tasks": tasks,
@@ -100,6 +93,12 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         "context_window": args.context_window,
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
     }
+    answers = RecordLog(args.output_dir, settings=settings, resume=args.resume, record=EvalRecord)
+    done = {(r.task, r.tokens, r.method, r.sample) for r in answers.records()}
+    built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
+    evaluate(tasks, lengths, samples=args.samples, readers=built, tokenizer=choice.tokenizer, seed=args.seed,
+             hotpotqa=hotpotqa, progress=not args.quiet, done=done, on_record=answers.append)  # fmt: skip
+    records = answers.records()
     paths = write_results(records, args.output_dir, settings=settings)
     print(format_report(records))
     log.info("wrote %s, %s and %s", paths["json"], paths["table"], paths["plot"])
@@ -120,11 +119,12 @@ def run_dataset_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose
     """``memagent eval --dataset FILE``: check the file's first rows, then answer every row (`dataset_eval`)."""
     from memagent_graph.training.data.datasets import open_dataset
     from memagent_graph.training.eval.dataset_eval import (
-        RecordLog,
+        RowRecord,
         evaluate_rows,
         headline_metric,
         write_dataset_results,
     )
+    from memagent_graph.training.eval.record_log import RecordLog
 
     if args.task:
         raise ConfigError("--task and --dataset both given: drop --task to read the file's rows, or --dataset")
@@ -145,7 +145,7 @@ def run_dataset_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose
         "model": choice.description, "methods": methods, "context_window": args.context_window,
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
     }  # fmt: skip
-    records = RecordLog(args.output_dir, settings=settings, resume=args.resume)
+    records = RecordLog(args.output_dir, settings=settings, resume=args.resume, record=RowRecord)
     done = {(record.row, record.method) for record in records.records()}
     built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
     evaluate_rows(dataset, readers=built, tokenizer=choice.tokenizer, limit=args.limit, done=done,

@@ -14,15 +14,14 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.errors import ConfigError
 from memagent_graph.training.data.datasets import Dataset, DatasetRow
+from memagent_graph.training.eval.record_log import RecordLog
 from memagent_graph.training.rewards import (
     answer_in_gold,
     exact_match,
@@ -117,51 +116,6 @@ def evaluate_rows(
                 bar.update()
 
 
-class RecordLog:
-    """``records.jsonl`` in an output folder: one line per answer, flushed at once; `--resume` reads it back."""
-
-    def __init__(self, folder: str | Path, *, settings: dict[str, Any], resume: bool) -> None:
-        self.folder = Path(folder)
-        self.path, settings_path = self.folder / "records.jsonl", self.folder / "settings.json"
-        if resume:
-            if not settings_path.is_file():
-                raise ConfigError(f"nothing to resume in {self.folder}: no settings.json (run without --resume)")
-            saved = json.loads(settings_path.read_text(encoding="utf-8"))
-            if saved != settings:
-                changed = sorted(key for key in {*saved, *settings} if saved.get(key) != settings.get(key))
-                raise ConfigError(
-                    f"--resume: {self.folder} was run with other settings ({', '.join(changed)}); "
-                    "run them again as they were, or use another --output-dir"
-                )
-        elif self.path.is_file() and self.path.stat().st_size:
-            raise ConfigError(f"{self.path} holds answers already: add --resume, or use another --output-dir")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        settings_path.write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
-        kept = (
-            [json.dumps(record) + "\n" for record in _json_lines(self.path)] if resume and self.path.is_file() else []
-        )
-        self.path.write_text("".join(kept), encoding="utf-8")  # a cut last line (a killed run) goes
-
-    def records(self) -> list[RowRecord]:
-        """The answers written so far (a cut last line, from a killed run, is dropped)."""
-        if not self.path.is_file():
-            return []
-        return [RowRecord(**record) for record in _json_lines(self.path)]
-
-    def append(self, record: RowRecord) -> None:
-        """Write one answer and flush it."""
-        with self.path.open("a", encoding="utf-8") as file:
-            file.write(json.dumps(asdict(record)) + "\n")
-
-
-def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the line a killed run was writing
-
-
 def summarize_rows(records: Sequence[RowRecord]) -> dict[str, dict[str, float | int]]:
     """Per method: the mean of every metric over the rows it answered, and how many it could not run."""
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -198,7 +152,7 @@ HEADLINES = {
 }
 
 
-def write_dataset_results(log: RecordLog, *, headline: str, skipped: int, settings: dict[str, Any]) -> str:
+def write_dataset_results(log: RecordLog[RowRecord], *, headline: str, skipped: int, settings: dict[str, Any]) -> str:
     """``results.json`` (settings, headline, summary, every answer) and ``results.md`` in the log's folder; returns
     the report printed for the user."""
     records = log.records()

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -56,6 +56,10 @@ class EvalRecord:
     """1.0 when one cited span holds every word the answer states (its words not in the question, nor filler
     such as "the final answer is"): a reworded reply counts, a made-up name or number does not; else 0.0. None
     when the method does not cite, or the answer states nothing beyond the question."""
+    exact_match: float | None = None
+    """1.0 when the normalised answer equals a gold answer (None: no answer)."""
+    sub_em: float | None = None
+    """1.0 when a gold answer is inside the answer, or the answer inside a gold (None: no answer)."""
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -148,15 +152,18 @@ def evaluate(
     seed: int = 0,
     hotpotqa: Sequence[HotpotQuestion] | None = None,
     progress: bool = False,
+    done: Collection[tuple[str, int, str, int]] = (),
+    on_record: Callable[[EvalRecord], None] | None = None,
 ) -> list[EvalRecord]:
     """Read ``samples`` documents per (task, length) with every reader and score the answers; HotpotQA
     documents are synthesized from the first ``samples`` of ``hotpotqa``. ``progress``: a bar over the answers
-    on stderr."""
+    on stderr; ``done``: the (task, tokens, method, sample) answered already (skipped); ``on_record``: called
+    with each new record as it comes."""
     from tqdm import tqdm
 
     from memagent_graph.nodes.answer_extraction import extract_answer
     from memagent_graph.training.data.hotpotqa import synthesize_hotpotqa
-    from memagent_graph.training.rewards import get_reward
+    from memagent_graph.training.rewards import exact_match, get_reward, substring_match
 
     check_samples(samples)
     names = check_tasks(tasks, hotpotqa=hotpotqa)
@@ -172,16 +179,27 @@ def evaluate(
                     documents = generate_tasks(name, samples, tokens=tokens, tokenizer=tokenizer, seed=seed)
                 for index, task in enumerate(documents):
                     for method, read in readers.items():
+                        if (name, tokens, method, index) in done:
+                            bar.update()
+                            continue
                         started = time.perf_counter()
                         reading = read(task.question, task.document)
                         answer = None if reading is None else extract_answer(reading.reply)[0]
                         score = None if answer is None else metric(answer, task.golds)
                         seconds = round(time.perf_counter() - started, 2)
                         recall, grounded = citation_scores(reading, answer, task)
-                        record = EvalRecord(
-                            name, tokens, method, index, answer, task.golds, score, seconds, recall, grounded
+                        exact, sub_em = (
+                            (None, None)
+                            if answer is None
+                            else (exact_match(answer, task.golds), substring_match(answer, task.golds))
                         )
+                        record = EvalRecord(
+                            name, tokens, method, index, answer, task.golds, score, seconds, recall, grounded,
+                            exact, sub_em,
+                        )  # fmt: skip
                         records.append(record)
+                        if on_record is not None:
+                            on_record(record)
                         bar.set_postfix_str(f"{name} {tokens} {method}")
                         bar.update()
     return records
@@ -210,7 +228,7 @@ def _words(text: str) -> set[str]:
     return {word for word in re.findall(r"\w+", text.lower()) if len(word) > 1 or word.isdigit()}
 
 
-Metric = Literal["score", "citation_recall", "grounded"]
+Metric = Literal["score", "exact_match", "sub_em", "citation_recall", "grounded", "seconds"]
 
 
 def summarize(records: Sequence[EvalRecord], metric: Metric = "score") -> dict[tuple[str, int, str], float | None]:
@@ -246,7 +264,10 @@ def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings
     """``results.json`` (settings, summary, every record), ``results.md`` (the tables), ``accuracy.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    summary, recall, grounded = (summarize(records, metric) for metric in ("score", "citation_recall", "grounded"))
+    summary, exact, sub_em, recall, grounded, seconds = (
+        summarize(records, metric)
+        for metric in ("score", "exact_match", "sub_em", "citation_recall", "grounded", "seconds")
+    )
     payload = {
         "settings": settings,
         "summary": [
@@ -255,6 +276,9 @@ def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings
                 "tokens": n,
                 "method": m,
                 "accuracy": v,
+                "exact_match": exact[t, n, m],
+                "sub_em": sub_em[t, n, m],
+                "seconds_per_document": seconds[t, n, m],
                 "citation_recall": recall[t, n, m],
                 "groundedness": grounded[t, n, m],
             }
@@ -271,7 +295,13 @@ def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings
 
 def format_report(records: Sequence[EvalRecord]) -> str:
     """The accuracy table, then citation recall and groundedness for the methods that cite."""
-    sections = [("Accuracy (%)", "score"), ("Citation recall (%)", "citation_recall"), ("Groundedness (%)", "grounded")]
+    sections = [
+        ("Accuracy (%)", "score"),
+        ("Exact match (%)", "exact_match"),
+        ("Sub-EM (%)", "sub_em"),
+        ("Citation recall (%)", "citation_recall"),
+        ("Groundedness (%)", "grounded"),
+    ]
     parts = []
     for title, metric in sections:
         summary = summarize(records, metric)

@@ -1,0 +1,60 @@
+"""The answers of an evaluation as they come: one JSON line each, so a stopped run resumes where it was."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from memagent_graph.errors import ConfigError
+
+R = TypeVar("R")
+
+
+class RecordLog(Generic[R]):
+    """``records.jsonl`` in an output folder: one line per answer (a ``record`` dataclass), flushed at once;
+    ``--resume`` reads it back, refusing a folder run with other settings."""
+
+    def __init__(self, folder: str | Path, *, settings: dict[str, Any], resume: bool, record: type[R]) -> None:
+        self.record = record
+        self.folder = Path(folder)
+        self.path, settings_path = self.folder / "records.jsonl", self.folder / "settings.json"
+        if resume:
+            if not settings_path.is_file():
+                raise ConfigError(f"nothing to resume in {self.folder}: no settings.json (run without --resume)")
+            saved = json.loads(settings_path.read_text(encoding="utf-8"))
+            if saved != settings:
+                changed = sorted(key for key in {*saved, *settings} if saved.get(key) != settings.get(key))
+                raise ConfigError(
+                    f"--resume: {self.folder} was run with other settings ({', '.join(changed)}); "
+                    "run them again as they were, or use another --output-dir"
+                )
+        elif self.path.is_file() and self.path.stat().st_size:
+            raise ConfigError(f"{self.path} holds answers already: add --resume, or use another --output-dir")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        settings_path.write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+        kept = (
+            [json.dumps(record) + "\n" for record in _json_lines(self.path)] if resume and self.path.is_file() else []
+        )
+        self.path.write_text("".join(kept), encoding="utf-8")  # a cut last line (a killed run) goes
+
+    def records(self) -> list[R]:
+        """The answers written so far (a cut last line, from a killed run, is dropped)."""
+        if not self.path.is_file():
+            return []
+        return [self.record(**record) for record in _json_lines(self.path)]
+
+    def append(self, record: R) -> None:
+        """Write one answer and flush it."""
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(json.dumps(asdict(record)) + "\n")
+
+
+def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line a killed run was writing
