@@ -1,10 +1,12 @@
 """The quote policy's answer: a line of the memory, or the phrase of it that the question asks for.
 
-The answer line is the note that predicts the question best or, when the memory holds a second hop of it
-(`second_hops`), that hop: the end of the chain. In ``span`` mode the answer is the first run of names and
-values in that line that neither the question nor the first hop mentions (a number, a place, a name), numbers
-first, the whole line when there is none; every answer character is the memory's. ``copy`` leaves the choice
-to the model: its reply must copy one whole line (`LocalChatModel`'s ``quote_from``).
+The answering notes are the note that predicts the question best and any that predict it as well (within
+`TIE_NATS`: the four values of one key tie, a distractor key's needle does not); each is replaced by its second
+hop when the memory holds one (`second_hops`): the end of the chain. In ``span`` mode each contributes the
+first run of names and values that neither the question nor its first hop mentions (a number, a place, a name),
+numbers first, the whole line when there is none, joined by ", "; in ``line`` mode, the whole lines. Every
+answer character is the memory's. ``copy`` leaves the choice to the model: its reply must copy one whole line
+(`LocalChatModel`'s ``quote_from``).
 """
 
 from __future__ import annotations
@@ -22,17 +24,26 @@ AnswerMode = Literal["span", "line", "copy"]
 Answer = Callable[[str, str], Completion]
 """``answer(question, memory)``: the final answer, reported like a model call."""
 ANSWER_FINISH_REASON = "quote"
+TIE_NATS = 5.0
+"""Notes within this many nats of the best note's gain answer too. Set on training-split tasks (SmolLM2-135M):
+the four needles of one key were within 0.5 nats of each other, a distractor key's needle 22 or more below."""
 _WORD = re.compile(r"[\w'’-]+")
 
 
-def answer_line(
+def answer_lines(
     question: str, notes: list[str], cache: GainCache, *, settings: QuoteSettings, tally: ScoreTally
-) -> tuple[str, str]:
-    """The note to answer from and the first hop it was reached through ("" when it is the best note itself)."""
+) -> list[tuple[str, str]]:
+    """Each answering note (best first, ties within `TIE_NATS`) as (the line to answer from, the first hop it
+    was reached through or "" when it is the note itself)."""
     gains = cache.gains(question, notes, tally)
-    best = notes[max(range(len(notes)), key=gains.__getitem__)]
-    hops = second_hops(question, best, notes, cache, min_share=settings.hop_min_share, tally=tally)
-    return (hops[0], best) if hops else (best, "")
+    best = max(gains)
+    chosen = []
+    for note, gain in sorted(zip(notes, gains, strict=True), key=lambda pair: -pair[1]):
+        if gain < best - TIE_NATS:
+            break
+        hops = second_hops(question, note, notes, cache, min_share=settings.hop_min_share, tally=tally)
+        chosen.append((hops[0], note) if hops else (note, ""))
+    return chosen
 
 
 def answer_span(line: str, question: str, *, known: str = "") -> str:
@@ -72,11 +83,11 @@ def quote_answerer(
         started = time.perf_counter()
         notes = [line for line in memory.splitlines() if line.strip()]
         tally = ScoreTally(count)
-        text = ""
-        if notes:
-            line, first_hop = answer_line(question, notes, cache, settings=settings, tally=tally)
+        parts = []
+        for line, first_hop in answer_lines(question, notes, cache, settings=settings, tally=tally) if notes else []:
             known = bridge_terms(first_hop, question) if first_hop else ""
-            text = answer_span(line, question, known=known) if mode == "span" else line
+            parts.append(answer_span(line, question, known=known) if mode == "span" else line)
+        text = (", " if mode == "span" else "\n").join(dict.fromkeys(parts))
         return Completion(
             text=text,
             prompt_tokens=tally.tokens,

@@ -16,7 +16,7 @@ from pydantic import PrivateAttr
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.embedded_engine import _line_continuations
-from memagent_graph.nodes.quote_answer import answer_span
+from memagent_graph.nodes.quote_answer import answer_span, quote_answerer
 from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
 from memagent_graph.nodes.quote_prefilter import prefilter
 from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms
@@ -36,12 +36,13 @@ class WordOverlapScorer:
     """log p(question | passage) as minus the question's words the passage lacks: a passage gains one nat per
     question word it shares, and a question's surprise is its number of words."""
 
-    def __init__(self) -> None:
+    def __init__(self, nats_per_word: float = 1.0) -> None:
         self.calls: list[list[str]] = []
+        self.nats_per_word = nats_per_word
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         self.calls.append(list(passages))
-        return [-float(len(_words(question) - _words(p))) for p in passages]
+        return [-self.nats_per_word * len(_words(question) - _words(p)) for p in passages]
 
 
 def _settings(min_gain: float = 2, *, hop_min_share: float = 2.0, prefilter: int = 0) -> QuoteSettings:
@@ -57,7 +58,7 @@ class QuotingModel(BaseChatModel):
     """A chat model with a word-overlap scorer; its answer is the first line of ``quote_from``."""
 
     accepts_quote_from: ClassVar[bool] = True
-    _scorer: WordOverlapScorer = PrivateAttr(default_factory=WordOverlapScorer)
+    _scorer: WordOverlapScorer = PrivateAttr(default_factory=lambda: WordOverlapScorer(nats_per_word=10))
     _answer_options: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     @property
@@ -171,6 +172,14 @@ def test_span_answer_skips_the_first_hops_names_and_keeps_a_whole_name():
     assert answer_span("The prize went to Odra Vel in spring.", "Who won the prize?") == "Odra Vel"
 
 
+def test_notes_that_tie_with_the_best_all_answer_and_a_weaker_one_does_not():
+    answer = quote_answerer(
+        GainCache(WordOverlapScorer(nats_per_word=10)), settings=_settings(), mode="span", count=len
+    )
+    memory = "The north gate code is 7731.\nThe north gate code is 4410.\nThe south door code is 9999."
+    assert answer("What are the codes of the north gate?", memory).text == "7731, 4410"
+
+
 def test_span_answer_is_the_line_when_it_has_no_name_or_value():
     assert answer_span("it rained all day.", "What was the weather?") == "it rained all day."
 
@@ -206,7 +215,7 @@ def test_update_scores_only_the_sentences_the_first_stage_passes(tokenizer):
 
 def _read(document: str, question: str, **settings: Any) -> tuple[Any, QuotingModel]:
     model = QuotingModel()
-    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=3, **settings)
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=30, **settings)
     return MemAgent(model, config=config, tokenizer=tokenizer_for(document)).invoke(
         question, TextDocument(document)
     ), model
@@ -260,7 +269,7 @@ def test_line_copier_allows_only_whole_lines_then_eos():
 
 async def test_async_stream_reports_every_chunk_and_ends_like_invoke(tokenizer):
     document = TextDocument(" ".join(FILLER[:25] + [NEEDLE] + FILLER[25:]))
-    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=3)
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_min_gain=30)
     agent = MemAgent(QuotingModel(), config=config, tokenizer=tokenizer)
     items = [item async for item in agent.astream(QUESTION, document)]
     events, result = items[:-1], items[-1]
