@@ -48,8 +48,8 @@ def answer_lines(
 
 def answer_span(line: str, question: str, *, known: str = "") -> str:
     """The phrase of ``line`` the question asks for: its first run of names and values (`is_name_or_value`)
-    that ``question`` and ``known`` do not mention, runs with a digit first, then runs not opening the line;
-    ``line`` itself when it has none."""
+    that ``question`` and ``known`` do not mention, runs with a digit first; ``line`` itself when it has none
+    but a capitalised first word (which alone says nothing of a name)."""
     mentioned = {w.lower() for w in words(f"{question} {known}")}
     runs: list[tuple[int, int]] = []
     previous_end = None
@@ -65,11 +65,11 @@ def answer_span(line: str, question: str, *, known: str = "") -> str:
         else:
             runs.append((start, end))
         previous_end = end
-    if not runs:
-        return line
     with_digit = [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])]
-    inner = [r for r in runs if line[: r[0]].strip()]
-    start, end = (with_digit or inner or runs)[0]
+    names = [r for r in runs if line[: r[0]].strip() or " " in line[r[0] : r[1]]]  # not one opening word
+    if not (with_digit or names):
+        return line
+    start, end = (with_digit or names)[0]
     return line[start:end]
 
 

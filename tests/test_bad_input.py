@@ -87,9 +87,7 @@ CASES = {
     "chunk smaller than the template": Case(
         GOOD, ConfigError, "template alone", budget={"chunk_tokens": 60, "memory_tokens": 20}
     ),
-    "memory not smaller than a chunk": Case(
-        GOOD, ConfigError, "must be smaller than", budget={"memory_tokens": 300}
-    ),
+    "memory not smaller than a chunk": Case(GOOD, ConfigError, "must be smaller than", budget={"memory_tokens": 300}),
     "negative budget": Case(GOOD, ConfigError, "greater than 0", budget={"answer_tokens": -5}),
 }
 

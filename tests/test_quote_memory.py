@@ -182,6 +182,8 @@ def test_notes_that_tie_with_the_best_all_answer_and_a_weaker_one_does_not():
 
 def test_span_answer_is_the_line_when_it_has_no_name_or_value():
     assert answer_span("it rained all day.", "What was the weather?") == "it rained all day."
+    line = "And all the days of Adam were nine hundred years."
+    assert answer_span(line, "How long did Adam live?") == line  # "And" opens the line: not a name
 
 
 def test_update_keeps_previous_notes_as_candidates_and_reports_a_quote_step(tokenizer):

@@ -1,0 +1,51 @@
+"""Merge the `memagent eval` runs of `embedded_lengths.sh` into one table (accuracy, exact match, sub-EM and
+seconds per document per method) and a plot of accuracy against length.
+
+    python benchmarks/embedded_lengths.py [benchmarks/results/embedded_lengths]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from policy_study import format_study
+
+from memagent_graph.training.eval.evaluation import EvalRecord, format_table, plot_accuracy, summarize
+
+
+def load_records(folder: Path) -> list[EvalRecord]:
+    """Every answer of every run under ``folder`` (each run's ``records.jsonl``, a cut last line dropped)."""
+    records = []
+    for path in sorted(folder.glob("*/records.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(EvalRecord(**json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=Path("benchmarks/results/embedded_lengths"))
+    args = parser.parse_args()
+    records = load_records(args.folder)
+    if not records:
+        sys.exit(f"embedded_lengths: no records.jsonl under {args.folder}; run benchmarks/embedded_lengths.sh")
+    parts = [
+        "Accuracy (RULER match, %; documents) and seconds per document\n\n" + format_study(records),
+        "Exact match (%)\n\n" + format_table(summarize(records, "exact_match")),
+        "Sub-EM (%)\n\n" + format_table(summarize(records, "sub_em")),
+    ]
+    report = "\n\n".join(parts)
+    (args.folder / "table.md").write_text(report + "\n", encoding="utf-8")
+    plot_accuracy(summarize(records), args.folder / "accuracy.png")
+    print(report)
+    print(f"wrote {args.folder / 'table.md'} and {args.folder / 'accuracy.png'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
