@@ -65,3 +65,17 @@ def test_demo_on_the_embedded_defaults_finds_the_needle():
     assert "memory after chunk 1/" in result.stderr
     assert "Expected: garnet-1663" in result.stdout
     assert "Verdict: CORRECT" in result.stdout, result.stdout
+
+
+def test_the_embedded_defaults_follow_a_second_hop_and_answer_with_the_phrase_asked_for(engine):
+    from memagent_graph.integrations.model_choice import EMBEDDED_READING
+    from memagent_graph.reading_options import ReadingOptions
+    from memagent_graph.training.data.task_suite import suite_task
+
+    task = suite_task("two_hop", 0, tokens=4096, tokenizer=engine.tokenizer(), split="train")
+    agent = MemAgent(engine, config=ReadingOptions().config(EMBEDDED_READING), tokenizer=engine.tokenizer())
+    generated = engine.generate_calls
+    result = agent.invoke(task.question, TextDocument(task.document))
+    assert set(task.evidence) <= set(result.memory.splitlines())  # the second fact shares no name with the question
+    assert result.answer == task.golds[0]
+    assert engine.generate_calls == generated  # scored and copied: the model generated nothing

@@ -162,6 +162,15 @@ def test_prefilter_never_passes_a_sentence_sharing_no_word_with_the_query():
     assert prefilter("north gate code", ["Rivers.", "Hills.", "The north gate."], keep=2) == ["The north gate."]
 
 
+def test_prefilter_of_no_sentences_passes_none():
+    assert prefilter("north gate code", [], keep=2) == []
+
+
+def test_prefilter_passes_nothing_for_a_word_most_sentences_hold():
+    sentences = [f"The river {i} is wide." for i in range(20)] + ["The north gate code is 7731."]
+    assert prefilter("What is the code of the river?", sentences, keep=5) == ["The north gate code is 7731."]
+
+
 def test_span_answer_is_the_value_the_question_does_not_mention():
     line = "An important fact: the access code of the north gate equals 7731."
     assert answer_span(line, QUESTION) == "7731"
