@@ -93,7 +93,7 @@ def test_the_quickstart_command_is_the_same_on_every_page_that_shows_it():
 
 def test_the_images_the_docs_show_are_the_benchmark_results():
     copies = {
-        "policy_study.png": "benchmarks/results/policy_study/study.png",
+        "embedded_lengths.png": "benchmarks/results/embedded_lengths/accuracy.png",
         "eval_base_smollm2.png": "benchmarks/results/eval_base_smollm2/accuracy.png",
         "train_tiny_reward.png": "benchmarks/results/train_tiny_reward.png",
     }
