@@ -129,11 +129,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", default="before,cascade", help=f"of {', '.join([*VARIANTS, *BASELINES])}")
     parser.add_argument("--output", type=Path, required=True, help="a JSON file (rows are kept as they come)")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float32"],
+        help="the engine's weights (auto: bf16 where native)",
+    )
     args = parser.parse_args()
 
     from memagent_graph.integrations.models.embedded_chat import embedded_chat_model, embedded_tokenizer
 
-    model, tokenizer = embedded_chat_model(temperature=0.0), embedded_tokenizer()
+    model, tokenizer = embedded_chat_model(temperature=0.0, dtype=args.dtype), embedded_tokenizer()
     model.load()
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     readers = {
@@ -184,6 +190,7 @@ def main() -> None:
                     "split": args.split,
                     "seed": args.seed,
                     "machine": platform.processor() or platform.machine(),
+                    "dtype": args.dtype,
                     "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv),
                     "first_stage_recall_k16": {k: round(sum(v) / len(v), 3) for k, v in recall.items()},
