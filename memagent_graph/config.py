@@ -55,6 +55,12 @@ class MemAgentConfig(BaseModel):
     quote_prefilter: int = Field(
         16, ge=0, description="quote: sentences of each chunk a BM25 first stage passes to the model (0: all)."
     )
+    quote_temperature: float = Field(
+        0.0,
+        ge=0.0,
+        description="quote: the temperature its choices (what to keep, which note answers) are drawn at; 0 is "
+        "greedy (inference); training rollouts sample.",
+    )
     quote_answer: Literal["span", "line", "copy"] = Field(
         "span",
         description="quote: the answer is the phrase of the answering note that the question asks for (span), "

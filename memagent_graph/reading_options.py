@@ -41,6 +41,7 @@ class ReadingOptions(BaseModel):
     quote_min_gain: float | None = None
     quote_hop_min_share: float | None = None
     quote_prefilter: int | None = Field(None, description="Sentences per chunk the quote policy's BM25 stage passes.")
+    quote_temperature: float | None = Field(None, description="Temperature of the quote policy's choices (0: greedy).")
     quote_answer: Literal["span", "line", "copy"] | None = None
     max_attempts: int | None = Field(None, description="Tries per model call, the first included.")
 

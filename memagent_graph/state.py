@@ -136,6 +136,8 @@ class RunSettings:
     answer_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
+    quote_temperature: float | None = None
+    """The quote policy's draws (`MemAgentConfig.quote_temperature`): 0 makes a sampled policy greedy."""
 
     def __post_init__(self) -> None:
         for name in ("memory_tokens", "answer_tokens"):
@@ -143,6 +145,8 @@ class RunSettings:
                 raise ConfigError(f"RunSettings.{name} must be a positive number of tokens, not {value}")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ConfigError(f"RunSettings.temperature must be between 0 and 2, not {self.temperature}")
+        if self.quote_temperature is not None and self.quote_temperature < 0:
+            raise ConfigError(f"RunSettings.quote_temperature must be 0 or more, not {self.quote_temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ConfigError(f"RunSettings.top_p must be in (0, 1], not {self.top_p}")
 

@@ -39,7 +39,7 @@ def final_answer(
     *,
     memagent_config: MemAgentConfig,
     quotes_answer: bool = False,
-    policy_answer: Callable[[str, str], Completion] | None = None,
+    policy_answer: Callable[[str, str, RunnableConfig], Completion] | None = None,
     questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
     """Build the node that answers each question from its memory and records whether the answer was boxed;
@@ -72,20 +72,20 @@ def final_answer(
             "usage": add_usage(state.get("usage"), completions),
         }
 
-    def own_answers(state: Mapping[str, Any]) -> list[Completion]:
+    def own_answers(state: Mapping[str, Any], config: RunnableConfig) -> list[Completion]:
         assert policy_answer is not None
         pairs = zip(questions.questions(state), questions.memories(state), strict=True)
-        return [policy_answer(question, memory) for question, memory in pairs]
+        return [policy_answer(question, memory, config) for question, memory in pairs]
 
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if policy_answer is not None:
-            return finish(state, own_answers(state))
+            return finish(state, own_answers(state, config))
         prompts, options = prepare(state)
         return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config))
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if policy_answer is not None:  # CPU-bound scoring: keep it off the event loop
-            return finish(state, await asyncio.to_thread(own_answers, state))
+            return finish(state, await asyncio.to_thread(own_answers, state, config))
         # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
         prompts, options = await asyncio.to_thread(prepare, state)
         completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)

@@ -38,7 +38,7 @@ class MemoryPolicy:
 
     ``write`` makes the new memories; ``awrite`` does the same without blocking the event loop (None: ``write``
     runs in a worker thread). ``answer``: the policy answers from the memory itself, with no answer call
-    (``answer(question, memory)``); ``quotes_answer``: the answer call must copy one line of the memory
+    (``answer(question, memory, run)``); ``quotes_answer``: the answer call must copy one line of the memory
     (``quote_from``);
     ``lockstep``: it can update many questions' memories over one chunk; ``uses_update_prompt``: it sends the
     update prompt (the read checks then make sure the prompt fits in a chunk).
@@ -46,7 +46,7 @@ class MemoryPolicy:
 
     write: Write
     awrite: AsyncWrite | None = None
-    answer: Callable[[str, str], Completion] | None = None
+    answer: Callable[[str, str, RunnableConfig], Completion] | None = None
     quotes_answer: bool = False
     lockstep: bool = True
     uses_update_prompt: bool = True

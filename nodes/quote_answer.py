@@ -1,92 +1,135 @@
 """The quote policy's answer: a line of the memory, or the phrase of it that the question asks for.
 
-The answering notes are the note that predicts the question best and any that predict it as well (within
-`TIE_NATS`: the four values of one key tie, a distractor key's needle does not); each is replaced by its second
-hop when the memory holds one (`second_hops`): the end of the chain. In ``span`` mode each contributes the
-first run of names and values that neither the question nor its first hop mentions (a number, a place, a name),
-numbers first, the whole line when there is none, joined by ", "; in ``line`` mode, the whole lines. Every
+The answering note is the note that predicts the question best, and when the question asks for several things
+the notes that predict it as well (within `TIE_NATS`: the four values of one key tie, a distractor key's needle
+does not); each is replaced by its second hop when the memory holds one (`second_hops`): the end of the chain.
+In ``span`` mode each contributes a run of names or values that neither the question nor its first hop mentions
+(a number, in digits or words, a place, a name; names first when the question asks who or where), the whole
+line when there is none, joined by ", "; in ``line`` mode, the whole lines. Every
 answer character is the memory's. ``copy`` leaves the choice to the model: its reply must copy one whole line
-(`LocalChatModel`'s ``quote_from``).
+(`LocalChatModel`'s ``quote_from``). At a temperature the answering note is drawn from the notes' gains
+(`quote_choice`), and a model that records draws (`ChoiceRecorder`) is handed the draw.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable
 from typing import Literal
 
+from langchain_core.runnables import RunnableConfig
+
 from memagent_graph.nodes.model_call import Completion
-from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, is_name_or_value, words
+from memagent_graph.nodes.quote_choice import Draw, choose
+from memagent_graph.nodes.quote_scoring import (
+    ChoiceRecorder,
+    GainCache,
+    ScoreTally,
+    bridge_terms,
+    names_and_values,
+    words,
+)
 from memagent_graph.nodes.quote_selection import QuoteSettings, second_hops
 
 AnswerMode = Literal["span", "line", "copy"]
-Answer = Callable[[str, str], Completion]
-"""``answer(question, memory)``: the final answer, reported like a model call."""
+Answer = Callable[[str, str, RunnableConfig], Completion]
+"""``answer(question, memory, run)``: the final answer, reported like a model call."""
 ANSWER_FINISH_REASON = "quote"
 TIE_NATS = 5.0
 """Notes within this many nats of the best note's gain answer too. Set on training-split tasks (SmolLM2-135M):
 the four needles of one key were within 0.5 nats of each other, a distractor key's needle 22 or more below."""
-_WORD = re.compile(r"[\w'’-]+")
+_NUMBER_WORD = (
+    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+    r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand"
+    r"|million|billion|\w*score)"
+)
+_NUMBER_PHRASE = re.compile(rf"\b{_NUMBER_WORD}(?:(?:\s+|\s+and\s+|-){_NUMBER_WORD})*\b", re.IGNORECASE)
+"""A number in English words ("nine hundred sixty and nine", "threescore and ten"); "one" alone is not."""
+_SEVERAL = re.compile(r"\b(?:are|were)\b|\ball\b(?=\s+\w)", re.IGNORECASE)
+_ASKS_NAME = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
 
 
 def answer_lines(
-    question: str, notes: list[str], cache: GainCache, *, settings: QuoteSettings, tally: ScoreTally
-) -> list[tuple[str, str]]:
-    """Each answering note (best first, ties within `TIE_NATS`) as (the line to answer from, the first hop it
-    was reached through or "" when it is the note itself)."""
+    question: str,
+    notes: list[str],
+    cache: GainCache,
+    *,
+    settings: QuoteSettings,
+    tally: ScoreTally,
+    rng: random.Random | None = None,
+) -> tuple[list[tuple[str, str]], Draw]:
+    """Each answering note as (the line to answer from, the first hop it was reached through or "" when it is the
+    note itself): the best note (drawn from ``rng`` at ``settings.temperature``), and when the question
+    `asks_for_several` the others within `TIE_NATS` of the best gain; and the draw."""
     gains = cache.gains(question, notes, tally)
-    best = max(gains)
+    choice = choose(gains, stop_gain=None, temperature=settings.temperature, rng=rng)
+    first = choice.order[0]
+    ties = [i for i in sorted(range(len(notes)), key=lambda i: -gains[i]) if gains[i] >= max(gains) - TIE_NATS]
     chosen = []
-    for note, gain in sorted(zip(notes, gains, strict=True), key=lambda pair: -pair[1]):
-        if gain < best - TIE_NATS:
-            break
-        hops = second_hops(question, note, notes, cache, min_share=settings.hop_min_share, tally=tally)
-        chosen.append((hops[0], note) if hops else (note, ""))
-    return chosen
+    for index in [first, *(i for i in ties if i != first)] if asks_for_several(question) else [first]:
+        hops = second_hops(question, notes[index], notes, cache, min_share=settings.hop_min_share, tally=tally)
+        chosen.append((hops[0], notes[index]) if hops else (notes[index], ""))
+    return chosen, Draw(question, tuple(notes), choice, None, settings.temperature)
 
 
-def answer_span(line: str, question: str, *, known: str = "") -> str:
-    """The phrase of ``line`` the question asks for: its first run of names and values (`is_name_or_value`)
-    that ``question`` and ``known`` do not mention, runs with a digit first; ``line`` itself when it has none
-    but a capitalised first word (which alone says nothing of a name)."""
+def asks_for_several(question: str) -> bool:
+    """Whether ``question`` asks for more than one thing: "What are all the values of…", "Find all variables…",
+    "Who were…" (a plural verb, or "all" before more words; "How many years did he live in all?" asks for one)."""
+    return _SEVERAL.search(question) is not None
+
+
+def answer_span(line: str, question: str, *, known: str = "", context: str = "") -> str:
+    """The phrase of ``line`` the question asks for: a run of names or values (`names_and_values`, ``context``
+    the rest of the memory; English number words such as "nine hundred sixty and nine" are values) that
+    ``question`` and ``known`` do not mention. Values come first unless the question asks who, whom, whose or
+    where (names first); ``line`` itself when it has no such run."""
     mentioned = {w.lower() for w in words(f"{question} {known}")}
+    numbers = [m.span() for m in _NUMBER_PHRASE.finditer(line) if m.group().lower() != "one"]
     runs: list[tuple[int, int]] = []
-    previous_end = None
-    for match in _WORD.finditer(line):
-        word = match.group().strip("'’-")
-        if not word or not is_name_or_value(word) or word.lower() in mentioned:
-            previous_end = None
+    for start, end in names_and_values(line, context=context):
+        if line[start:end].lower() in mentioned or any(a <= start < b for a, b in numbers):
             continue
-        start = match.start() + match.group().index(word)
-        end = start + len(word)
-        if previous_end is not None and line[previous_end:start].strip() == "":
+        if runs and line[runs[-1][1] : start].strip() == "":
             runs[-1] = (runs[-1][0], end)
         else:
             runs.append((start, end))
-        previous_end = end
-    with_digit = [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])]
-    names = [r for r in runs if line[: r[0]].strip() or " " in line[r[0] : r[1]]]  # not one opening word
-    if not (with_digit or names):
+    values = sorted(numbers + [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])])
+    names = [r for r in runs if r not in values]
+    preferred = names + values if _ASKS_NAME.search(question) else values + names
+    if not preferred:
         return line
-    start, end = (with_digit or names)[0]
+    start, end = preferred[0]
     return line[start:end]
 
 
 def quote_answerer(
-    cache: GainCache, *, settings: QuoteSettings, mode: AnswerMode, count: Callable[[str], int]
+    cache: GainCache,
+    *,
+    settings: QuoteSettings,
+    mode: AnswerMode,
+    count: Callable[[str], int],
+    rng: random.Random | None = None,
+    recorder: ChoiceRecorder | None = None,
 ) -> Answer:
     """The answer function of a quote read in ``span`` or ``line`` mode (``copy`` is the model's call); ``count``
-    tokenizes what it scores for the usage report."""
+    tokenizes what it scores for the usage report; ``rng`` draws at ``settings.temperature``, and ``recorder``
+    is handed each draw with the run's metadata."""
 
-    def answer(question: str, memory: str) -> Completion:
+    def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         started = time.perf_counter()
         notes = [line for line in memory.splitlines() if line.strip()]
         tally = ScoreTally(count)
+        lines: list[tuple[str, str]] = []
+        if notes:
+            lines, draw = answer_lines(question, notes, cache, settings=settings, tally=tally, rng=rng)
+            if recorder is not None:
+                recorder.record_choice(draw, metadata=dict(run.get("metadata") or {}))
         parts = []
-        for line, first_hop in answer_lines(question, notes, cache, settings=settings, tally=tally) if notes else []:
-            known = bridge_terms(first_hop, question) if first_hop else ""
-            parts.append(answer_span(line, question, known=known) if mode == "span" else line)
+        for line, first_hop in lines:
+            known = bridge_terms(first_hop, question, context=memory) if first_hop else ""
+            parts.append(answer_span(line, question, known=known, context=memory) if mode == "span" else line)
         text = (", " if mode == "span" else "\n").join(dict.fromkeys(parts))
         return Completion(
             text=text,

@@ -8,14 +8,18 @@ predict the names and values the best one adds to the question: "Dovan Maruk was
 ``quote_min_gain`` nats, as many as the memory budget holds. A small model that cannot be trusted to write
 notes (SmolLM2-135M invents values when it does) is still good at this judgement, and nothing in its memory is
 invented: every note is a quote. The answer is taken from the memory the same way (`quote_answer`).
+
+At ``quote_temperature`` > 0 the choices are drawn (`quote_choice`); a model that records them
+(`ChoiceRecorder`: the trainer's recording policy) is handed each draw with the run's metadata.
 """
 
 from __future__ import annotations
 
 import functools
+import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -25,8 +29,9 @@ from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
 from memagent_graph.nodes.model_call import CallOptions, Completion
 from memagent_graph.nodes.quote_answer import quote_answerer
+from memagent_graph.nodes.quote_choice import Draw
 from memagent_graph.nodes.quote_prefilter import prefilter
-from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, require_scorer
+from memagent_graph.nodes.quote_scoring import ChoiceRecorder, GainCache, ScoreTally, bridge_terms, require_scorer
 from memagent_graph.nodes.quote_selection import QuoteSettings, fit_budget, rank_quotes
 
 QUOTE_FINISH_REASON = "quote"
@@ -72,21 +77,26 @@ def quote_update(
     budget: int,
     settings: QuoteSettings,
     following: str = "",
+    rng: random.Random | None = None,
+    on_draw: Callable[[Draw], None] | None = None,
 ) -> Completion:
     """One memory update by quote selection, reported like a model call (its prompt tokens are what the model
     scored). The previous notes are always candidates; the chunk's sentences pass the first stage, the last one
-    completed from ``following`` (the next chunk's beginning) when the chunk ends inside it."""
+    completed from ``following`` (the next chunk's beginning) when the chunk ends inside it. ``rng`` draws at
+    ``settings.temperature``; ``on_draw`` receives the draw."""
     started = time.perf_counter()
     notes = [line for line in previous.splitlines() if line.strip()]
     sentences = [
         s for s in dict.fromkeys(split_sentences(complete_last_sentence(section, following))) if s not in notes
     ]
     if settings.prefilter:
-        query = f"{question} {bridge_terms(notes[0], question)}" if notes else question
+        query = f"{question} {bridge_terms(notes[0], question, context=previous)}" if notes else question
         sentences = prefilter(query, sentences, keep=settings.prefilter)
     tally = ScoreTally(functools.cache(tokenizer.count))  # each text tokenized once per update
-    ranked = rank_quotes(question, [*notes, *sentences], cache, settings=settings, tally=tally)
-    kept = fit_budget(ranked, count=tally.count, budget=budget)
+    ranking = rank_quotes(question, [*notes, *sentences], cache, settings=settings, tally=tally, rng=rng)
+    if on_draw is not None:
+        on_draw(ranking.draw)
+    kept = fit_budget(ranking.kept, count=tally.count, budget=budget)
     return Completion(
         text="\n".join(kept),
         prompt_tokens=tally.tokens,
@@ -99,9 +109,17 @@ def quote_update(
 def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentConfig) -> MemoryPolicy:
     """The ``quote`` policy: each question's memory chosen by `quote_update` (CPU-bound, so it has no async form),
     answered from its lines (`quote_answer`, or by the model copying one in ``copy`` mode); one question per
-    read (no lockstep). Scores are cached for the policy's lifetime (`GainCache`)."""
-    cache = GainCache(require_scorer(model))
+    read (no lockstep). Scores are cached for the policy's lifetime (`GainCache`); draws go to a model that
+    records them (`ChoiceRecorder`)."""
+    cache = GainCache(require_scorer(model, copies=config.quote_answer == "copy"))
     settings = QuoteSettings.of(config)
+    rng = random.Random()
+    recorder = model if isinstance(model, ChoiceRecorder) else None
+
+    def recording(run: RunnableConfig) -> Callable[[Draw], None] | None:
+        if recorder is None:
+            return None
+        return functools.partial(recorder.record_choice, metadata=dict(run.get("metadata") or {}))
 
     def write(requests: Sequence[MemoryRequest], options: CallOptions, run: RunnableConfig) -> list[Completion]:
         return [
@@ -113,12 +131,21 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
                 following=request.following,
                 tokenizer=tokenizer,
                 budget=options.max_tokens,
-                settings=settings,
+                settings=settings.in_run(),
+                rng=rng,
+                on_draw=recording(run),
             )
             for request in requests
         ]
 
     if config.quote_answer == "copy":
         return MemoryPolicy(write, quotes_answer=True, lockstep=False, uses_update_prompt=False)
-    answer = quote_answerer(cache, settings=settings, mode=config.quote_answer, count=tokenizer.count)
+    mode = config.quote_answer
+
+    def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
+        answerer = quote_answerer(
+            cache, settings=settings.in_run(), mode=mode, count=tokenizer.count, rng=rng, recorder=recorder
+        )
+        return answerer(question, memory, run)
+
     return MemoryPolicy(write, answer=answer, lockstep=False, uses_update_prompt=False)

@@ -11,19 +11,22 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.nodes.quote_choice import Draw
 
 _WORD = re.compile(r"[\w'’-]+")
 _STRIP = "'’-"
+_OPENING = re.compile(r"(?:^|\n|[.!?;:]\s+)[\"'‘“(\[]*\s*$")
+"""What comes before a word that opens a sentence: nothing, a line break or a sentence end (then maybe a quote)."""
 
 
 @runtime_checkable
 class PassageScorer(Protocol):
-    """A chat model that can say how well each passage predicts a question, and whose calls accept
+    """A chat model that can say how well each passage predicts a question, and whether its calls accept
     ``quote_from`` (the reply must copy one line of it): the embedded engine is one."""
 
     accepts_quote_from: bool
@@ -34,13 +37,23 @@ class PassageScorer(Protocol):
         ...
 
 
-def require_scorer(model: object) -> PassageScorer:
-    """``model`` as a `PassageScorer`, or a `ConfigError` naming the fix."""
-    if not isinstance(model, PassageScorer) or not model.accepts_quote_from:
+@runtime_checkable
+class ChoiceRecorder(Protocol):
+    """A scorer that records the quote policy's draws for training (the trainer's recording policy)."""
+
+    def record_choice(self, draw: Draw, *, metadata: Mapping[str, Any]) -> None:
+        """Record one draw; ``metadata`` is the run's (episode and group ids, the graph node)."""
+        ...
+
+
+def require_scorer(model: object, *, copies: bool = True) -> PassageScorer:
+    """``model`` as a `PassageScorer` (that copies a line of a text when ``copies``: the ``copy`` answer), or
+    a `ConfigError` naming the fix."""
+    if not isinstance(model, PassageScorer) or (copies and not model.accepts_quote_from):
+        needs = "scores passages (score_passages) and copies a line of them (accepts_quote_from)"
         raise ConfigError(
-            f"`memory_policy` 'quote' needs a model that scores passages (score_passages) and copies a line of "
-            f"them (accepts_quote_from), and {type(model).__name__} does not; use the embedded engine, or "
-            "`memory_policy` 'generate'"
+            f"`memory_policy` 'quote' needs a model that {needs if copies else 'scores passages (score_passages)'}, "
+            f"and {type(model).__name__} does not; use the embedded engine, or `memory_policy` 'generate'"
         )
     return model
 
@@ -106,13 +119,43 @@ def words(text: str) -> list[str]:
 
 
 def is_name_or_value(word: str) -> bool:
-    """A word that names something or states a value: it has a digit or starts with a capital."""
-    return any(c.isdigit() for c in word) or word[:1].isupper()
+    """A word that names something or states a value: it has a digit, or it starts with a capital and has more
+    than one letter ("I", "A" and "O" are not names)."""
+    return any(c.isdigit() for c in word) or (word[:1].isupper() and len(word) > 1)
 
 
-def bridge_terms(line: str, question: str) -> str:
-    """The names and values of ``line`` that ``question`` does not mention, in order ("Dovan Maruk" for
-    "Ilvara Tesk's mentor is Dovan Maruk." asked "Where was Ilvara Tesk's mentor born?"): what a second
-    hop must be about. Empty when ``line`` adds no name or value."""
+def names_and_values(text: str, *, context: str = "") -> list[tuple[int, int]]:
+    """The (start, end) of each word of ``text`` that `is_name_or_value`, less the capitalised words that only
+    open a sentence ("And", "Then", "Tell"): an opening word counts when ``text`` or ``context`` also writes it
+    capitalised inside a sentence ("Dovan" of "Dovan Maruk was born…" after "…mentor is Dovan Maruk.")."""
+    found = [
+        (start, start + len(word), word)
+        for match in _WORD.finditer(text)
+        if (word := match.group().strip(_STRIP)) and is_name_or_value(word)
+        for start in [match.start() + match.group().index(word)]
+    ]
+    inside = {word for start, _, word in found if not _opens_sentence(text, start)} | _inside_names(context)
+    return [(start, end) for start, end, word in found if word in inside or not _opens_sentence(text, start)]
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    return _OPENING.search(text[:start]) is not None
+
+
+def _inside_names(text: str) -> set[str]:
+    return {
+        word
+        for match in _WORD.finditer(text)
+        if (word := match.group().strip(_STRIP))
+        and is_name_or_value(word)
+        and not _opens_sentence(text, match.start() + match.group().index(word))
+    }
+
+
+def bridge_terms(line: str, question: str, *, context: str = "") -> str:
+    """The names and values of ``line`` (`names_and_values`, ``context`` the rest of the memory) that
+    ``question`` does not mention, in order ("Dovan Maruk" for "Ilvara Tesk's mentor is Dovan Maruk." asked
+    "Where was Ilvara Tesk's mentor born?"): what a second hop must be about. Empty when ``line`` adds none."""
     asked = {w.lower() for w in words(question)}
-    return " ".join(w for w in words(line) if is_name_or_value(w) and w.lower() not in asked)
+    named = (line[start:end] for start, end in names_and_values(line, context=context))
+    return " ".join(w for w in named if w.lower() not in asked)

@@ -1,14 +1,20 @@
 """What the quote policy keeps: the sentence that predicts the question best, its second hops, then the rest
 that beat an empty passage, within the memory budget (the pure ranking behind `quote_memory` and
-`quote_answer`)."""
+`quote_answer`); at a temperature, the order is drawn (`quote_choice`) and the second hops follow the first
+pick."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from langgraph.runtime import get_runtime
 
 from memagent_graph.config import MemAgentConfig
+from memagent_graph.nodes.quote_choice import Draw, choose
 from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, words
+from memagent_graph.state import RunSettings
 
 
 @dataclass(frozen=True)
@@ -21,27 +27,49 @@ class QuoteSettings:
     """Share of the bridge terms' surprise a second hop must explain (above 1: no second hops)."""
     prefilter: int
     """Sentences of a chunk the BM25 first stage passes to the model (0: all)."""
+    temperature: float = 0.0
+    """The temperature the choices are drawn at (0: greedy, the deterministic rule)."""
 
     @classmethod
     def of(cls, config: MemAgentConfig) -> QuoteSettings:
         """The settings of ``config``."""
-        return cls(config.quote_min_gain, config.quote_hop_min_share, config.quote_prefilter)
+        return cls(config.quote_min_gain, config.quote_hop_min_share, config.quote_prefilter, config.quote_temperature)
+
+    def in_run(self) -> QuoteSettings:
+        """These settings with the running graph's quote temperature (`RunSettings.quote_temperature`)."""
+        run = get_runtime(RunSettings).context or RunSettings()
+        return replace(self, temperature=float(run.value("quote_temperature", self.temperature)))
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What `rank_quotes` keeps, in memory order, and the draw that chose it."""
+
+    kept: list[str]
+    draw: Draw
 
 
 def rank_quotes(
-    question: str, candidates: Sequence[str], cache: GainCache, *, settings: QuoteSettings, tally: ScoreTally
-) -> list[str]:
-    """The candidates worth keeping, in memory order: the one that predicts ``question`` best, its second hops
-    (`second_hops`), then the others that beat the empty passage by ``min_gain``, best first."""
+    question: str,
+    candidates: Sequence[str],
+    cache: GainCache,
+    *,
+    settings: QuoteSettings,
+    tally: ScoreTally,
+    rng: random.Random | None = None,
+) -> Ranking:
+    """The candidates worth keeping, in memory order: those that beat the empty passage by ``min_gain``, best
+    first (drawn from ``rng`` at ``settings.temperature``), with the first one's second hops (`second_hops`)
+    right after it."""
     unique = list(dict.fromkeys(candidates))
     gains = cache.gains(question, unique, tally)
-    ranked = [
-        c for g, c in sorted(zip(gains, unique, strict=True), key=lambda pair: -pair[0]) if g >= settings.min_gain
-    ]
+    choice = choose(gains, stop_gain=settings.min_gain, temperature=settings.temperature, rng=rng)
+    draw = Draw(question, tuple(unique), choice, settings.min_gain, settings.temperature)
+    ranked = [unique[i] for i in choice.order]
     if not ranked:
-        return []
+        return Ranking([], draw)
     hops = second_hops(question, ranked[0], unique, cache, min_share=settings.hop_min_share, tally=tally)
-    return list(dict.fromkeys([ranked[0], *hops, *ranked[1:]]))
+    return Ranking(list(dict.fromkeys([ranked[0], *hops, *ranked[1:]])), draw)
 
 
 def second_hops(
@@ -49,7 +77,7 @@ def second_hops(
 ) -> list[str]:
     """The candidates that mention a bridge term of ``line`` (`bridge_terms`) and explain at least ``min_share``
     of the bridge's surprise, best first: what the question asks about the thing ``line`` names."""
-    bridge = bridge_terms(line, question)
+    bridge = bridge_terms(line, question, context="\n".join(candidates))
     linked = {w.lower() for w in words(bridge)}
     mentions = [c for c in candidates if c != line and linked.intersection(w.lower() for w in words(c))]
     if not mentions or min_share > 1:

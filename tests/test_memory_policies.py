@@ -124,16 +124,22 @@ def test_a_quote_update_tokenizes_each_candidate_once(tokenizer):
     assert counting.seen and set(counting.seen.values()) == {1}
 
 
-def test_the_quote_policy_needs_calls_that_accept_quote_from(tokenizer):
-    class ScoresButCannotQuote(RuleMemoryModel):
-        accepts_quote_from: bool = False
+class ScoresButCannotQuote(RuleMemoryModel):
+    accepts_quote_from: bool = False
 
-        def score_passages(self, question, passages):
-            return [0.0] * len(passages)
+    def score_passages(self, question, passages):
+        return [0.0] * len(passages)
 
-    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote")
+
+def test_the_quote_policys_copy_answer_needs_calls_that_accept_quote_from(tokenizer):
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_answer="copy")
     with pytest.raises(ConfigError, match="accepts_quote_from"):
         MemAgent(ScoresButCannotQuote(), config=config, tokenizer=tokenizer)
+
+
+def test_the_quote_policy_answering_from_its_notes_needs_only_a_scorer(tokenizer):
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_answer="span")
+    assert MemAgent(ScoresButCannotQuote(), config=config, tokenizer=tokenizer) is not None
 
 
 LONG_FUNCTION_LINES = 60

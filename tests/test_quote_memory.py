@@ -16,7 +16,7 @@ from pydantic import PrivateAttr
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.embedded_engine import _line_continuations
-from memagent_graph.nodes.quote_answer import answer_span, quote_answerer
+from memagent_graph.nodes.quote_answer import answer_span, asks_for_several, quote_answerer
 from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
 from memagent_graph.nodes.quote_prefilter import prefilter
 from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms
@@ -51,7 +51,7 @@ def _settings(min_gain: float = 2, *, hop_min_share: float = 2.0, prefilter: int
 
 def _rank(question: str, candidates: list[str], scorer: WordOverlapScorer, **settings: Any) -> list[str]:
     cache = GainCache(scorer)
-    return rank_quotes(question, candidates, cache, settings=_settings(**settings), tally=ScoreTally(len))
+    return rank_quotes(question, candidates, cache, settings=_settings(**settings), tally=ScoreTally(len)).kept
 
 
 class QuotingModel(BaseChatModel):
@@ -186,13 +186,48 @@ def test_notes_that_tie_with_the_best_all_answer_and_a_weaker_one_does_not():
         GainCache(WordOverlapScorer(nats_per_word=10)), settings=_settings(), mode="span", count=len
     )
     memory = "The north gate code is 7731.\nThe north gate code is 4410.\nThe south door code is 9999."
-    assert answer("What are the codes of the north gate?", memory).text == "7731, 4410"
+    assert answer("What are the codes of the north gate?", memory, {}).text == "7731, 4410"
 
 
 def test_span_answer_is_the_line_when_it_has_no_name_or_value():
     assert answer_span("it rained all day.", "What was the weather?") == "it rained all day."
-    line = "And all the days of Adam were nine hundred years."
-    assert answer_span(line, "How long did Adam live?") == line  # "And" opens the line: not a name
+    assert answer_span("And the days went by.", "How long did Adam live?") == "And the days went by."
+
+
+def test_a_word_that_only_opens_sentences_is_not_a_name():
+    line = "And Enoch walked with God."
+    assert answer_span(line, "Who walked?") == "Enoch"
+
+
+def test_an_opening_word_the_memory_writes_inside_a_sentence_is_a_name():
+    assert answer_span("Dovan sailed home.", "Who sailed home?", context="The mentor is Dovan.") == "Dovan"
+    assert answer_span("Dovan sailed home.", "Who sailed home?") == "Dovan sailed home."
+
+
+def test_a_number_in_words_is_a_value():
+    line = "And all the days of Methuselah were nine hundred sixty and nine years."
+    assert answer_span(line, "How old was Methuselah when he died?") == "nine hundred sixty and nine"
+
+
+def test_a_who_question_takes_a_name_before_a_value():
+    line = "In 1890 the prize went to Odra Vel."
+    assert answer_span(line, "Who won the prize?") == "Odra Vel"
+    assert answer_span(line, "When was the prize given?") == "1890"
+
+
+def test_questions_asking_for_several_things_are_told_from_those_asking_for_one():
+    assert asks_for_several("What are all the special magic numbers for x mentioned in the provided text?")
+    assert asks_for_several("Find all variables that are assigned the value 5 in the text.")
+    assert not asks_for_several("How many years did Adam live in all?")
+    assert not asks_for_several("What is the code of the north gate?")
+
+
+def test_a_question_asking_for_one_thing_gets_only_the_best_note():
+    answer = quote_answerer(
+        GainCache(WordOverlapScorer(nats_per_word=10)), settings=_settings(), mode="span", count=len
+    )
+    memory = "The north gate code is 7731.\nThe north gate code is 4410."
+    assert answer("What is the north gate code?", memory, {}).text == "7731"
 
 
 def test_update_keeps_previous_notes_as_candidates_and_reports_a_quote_step(tokenizer):

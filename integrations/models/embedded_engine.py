@@ -4,12 +4,13 @@ scoring and line-copy decoding for the quote memory policy. torch and transforme
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError, ModelError
+from memagent_graph.integrations.models import query_likelihood
 from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure_local_model, require, resolve_dtype
 from memagent_graph.integrations.models.generation import Generation, Sampling, generate
 from memagent_graph.precision import resolve_device
@@ -27,9 +29,6 @@ from memagent_graph.precision import resolve_device
 logger = logging.getLogger(__name__)
 
 _IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
-_QUERY_LIKELIHOOD_PROMPT = "Passage: {passage}\nA question that this passage answers: "
-"""What the question is scored after (UPR's query likelihood, Sachan et al. 2022, in plain text)."""
-_SCORE_BATCH_TOKENS = 4096  # tokens per scoring forward pass (padded); bounds activation memory
 
 
 @dataclass
@@ -198,37 +197,17 @@ class Engine:
         ]
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
-        """Sum of log p(question token | passage prompt, earlier question tokens), one per passage."""
+        """Sum of log p(question token | passage prompt, earlier question tokens), one per passage
+        (`query_likelihood`)."""
         import torch
 
         self.load()
-        tokenizer = self.hf_tokenizer
-        question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
-        if not question_ids:
-            raise ConfigError("cannot score passages against an empty question")
-        sequences = [
-            tokenizer(_QUERY_LIKELIHOOD_PROMPT.format(passage=passage), add_special_tokens=False)["input_ids"]
-            + question_ids
-            for passage in passages
-        ]
-        scores = [0.0] * len(sequences)
-        target = torch.tensor(question_ids, device=self.model.device)
+        encode = functools.partial(self.hf_tokenizer.encode, add_special_tokens=False)
+        query = query_likelihood.question_ids(encode, question)
+        prompts = query_likelihood.passage_prompt_ids(encode, passages)
         with self._compute_lock, torch.inference_mode():
-            for batch in _length_batches(sequences, _SCORE_BATCH_TOKENS):
-                width = max(len(sequences[i]) for i in batch)
-                ids = torch.full((len(batch), width), self.pad_id)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):  # left padding: every question ends at the last column
-                    ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
-                    mask[row, width - len(sequences[i]) :] = 1
-                ids, mask = ids.to(self.model.device), mask.to(self.model.device)
-                # only the positions that predict the question: the output layer is a fifth of the model
-                logits = self.model(input_ids=ids, attention_mask=mask, logits_to_keep=len(question_ids) + 1).logits
-                predicted = logits[:, :-1].float().log_softmax(dim=-1)
-                picked = predicted.gather(-1, target.expand(len(batch), -1).unsqueeze(-1)).squeeze(-1)
-                for row, i in enumerate(batch):
-                    scores[i] = float(picked[row].sum())
-        return scores
+            scores = query_likelihood.query_log_likelihoods(self.model, query, prompts, pad_id=self.pad_id)
+        return [float(score) for score in scores]
 
     def _result(self, generation: Generation, prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
         finish_reason, output_size = generation.finish_reason, len(generation.response_ids)  # the EOS counts
@@ -275,19 +254,6 @@ def _line_continuations(lines: Sequence[Sequence[int]], copied: Sequence[int], e
     if not following or any(list(line) == copied for line in lines):
         following |= eos_ids
     return following
-
-
-def _length_batches(sequences: Sequence[Sequence[int]], max_tokens: int) -> Iterator[list[int]]:
-    """Indices of ``sequences`` grouped by similar length, each group's padded size at most ``max_tokens``
-    (a longer sequence goes alone)."""
-    batch: list[int] = []
-    for index in sorted(range(len(sequences)), key=lambda i: len(sequences[i])):
-        if batch and len(sequences[index]) * (len(batch) + 1) > max_tokens:
-            yield batch
-            batch = []
-        batch.append(index)
-    if batch:
-        yield batch
 
 
 def _with_adapter(model: Any, adapter: Path) -> Any:

@@ -9,7 +9,7 @@ Advantage estimators live in a registry (`ADVANTAGE_ESTIMATORS`), as in verl's `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,6 +107,30 @@ def truncated_importance_weights(
     min(exp(learner - rollout), cap): `policy_loss`'s ``importance_weights`` under
     ``learner.rollout_correction: tis``."""
     return torch.exp(learner_logprobs - rollout_logprobs).clamp(max=cap).detach()
+
+
+def plackett_luce_logprob(
+    gains: torch.Tensor,
+    order: Sequence[int],
+    *,
+    stopped: bool,
+    stop_gain: float | None,
+    temperature: float,
+) -> torch.Tensor:
+    """log-probability of drawing ``order`` from ``gains`` (then the stop option when ``stopped``) under the
+    quote policy's Plackett-Luce draw at ``temperature`` (`memagent_graph.nodes.quote_choice`): each pick is a
+    softmax over the candidates left and the stop option (worth ``stop_gain``; None: no stop option)."""
+    values = gains / temperature
+    stop = values.new_tensor([] if stop_gain is None else [stop_gain / temperature])
+    left = torch.ones(len(gains), dtype=torch.bool, device=gains.device)
+    total = values.new_zeros(())
+    for index in order:
+        total = total + values[index] - torch.logsumexp(torch.cat([values[left], stop]), 0)
+        left = left.clone()  # autograd keeps each pick's mask
+        left[index] = False
+    if stopped:
+        total = total + stop[0] - torch.logsumexp(torch.cat([values[left], stop]), 0)
+    return total
 
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]

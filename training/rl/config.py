@@ -166,6 +166,15 @@ class RLConfig(BaseModel):
         1.0, ge=0.0, description="The overlong penalty of a response that reaches its limit (DAPO: 1.0)."
     )
     temperature: float = Field(1.0, gt=0.0)
+    memory_policy: Literal["generate", "quote"] = Field(
+        "generate",
+        description="The policy trained: generate (the model writes its notes) or quote (its choices of which "
+        "sentences to keep and which note answers, drawn at quote_temperature).",
+    )
+    quote_temperature: float = Field(1.0, gt=0.0, description="quote: the temperature rollouts draw choices at.")
+    quote_min_gain: float | None = Field(
+        None, description="quote: the stop option's value in nats (None: the reading default, 12)."
+    )
     chunk_tokens: int = 512
     memory_tokens: int = 64
     answer_tokens: int = 32
@@ -213,6 +222,15 @@ class RLConfig(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _quote_choices_need_a_scoring_backend(self) -> RLConfig:
+        if self.memory_policy == "quote" and self.rollout.backend != "transformers":
+            raise ValueError(
+                "memory_policy: quote scores passages in the rollout backend, which only rollout.backend: "
+                "transformers does so far"
+            )
+        return self
+
     @field_validator("prompts")
     @classmethod
     def _known_prompts(cls, prompts: str) -> str:
@@ -241,9 +259,12 @@ class RLConfig(BaseModel):
             raise ConfigError(f"training config {path}: {problems}") from None
 
     def reading_options(self) -> ReadingOptions:
-        """How episodes read, as every entry point states it: this config's budgets, prompts and temperature,
-        top-p off, no retries (an empty memory is an outcome to learn from, not a fault)."""
+        """How episodes read, as every entry point states it: this config's budgets, prompts, memory policy
+        and temperatures, top-p off, no retries (an empty memory is an outcome to learn from, not a fault)."""
         return ReadingOptions(
+            memory_policy=self.memory_policy,
+            quote_temperature=self.quote_temperature if self.memory_policy == "quote" else None,
+            quote_min_gain=self.quote_min_gain,
             chunk_tokens=self.chunk_tokens,
             memory_tokens=self.memory_tokens,
             answer_tokens=self.answer_tokens,

@@ -21,10 +21,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.integrations.models.query_likelihood import query_log_likelihoods
 from memagent_graph.precision import Bf16Setting, resolve_bf16
 from memagent_graph.training.rl.algorithms import (
     Aggregation,
+    PolicyLoss,
     entropy_from_logits,
+    plackett_luce_logprob,
     policy_loss,
     truncated_importance_weights,
 )
@@ -206,12 +209,17 @@ class StepShare:
     def whole(cls, calls: Sequence[TraceCall], *, config: LearnerConfig) -> StepShare:
         """The whole step on one rank."""
         return cls(
-            total_tokens=float(sum(len(c.response_ids) for c in calls)),
+            total_tokens=float(sum(step_units(c) for c in calls)),
             total_calls=len(calls),
             micro_batches=len(micro_batches(calls, config=config)),
             ranks=1,
             filler=None,
         )
+
+
+def step_units(call: TraceCall) -> int:
+    """What a call adds to a step's loss denominator: its response tokens, or 1 for a quote-policy draw."""
+    return 1 if call.choice is not None else len(call.response_ids)
 
 
 def micro_batches(calls: Sequence[TraceCall], *, config: LearnerConfig) -> list[list[int]]:
@@ -277,44 +285,107 @@ class TorchLearner:
         With ``share``, ``calls`` are this rank's part of a step split across ranks (`StepShare`): the loss is
         normalised by the whole step's tokens, and the stats are this rank's parts of the step's (they add up).
         """
-        config = self.config
-        share = share or StepShare.whole(calls, config=config)
-        total_tokens = share.total_tokens
-        stats = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": total_tokens}
+        share = share or StepShare.whole(calls, config=self.config)
+        stats = {"loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "kl": 0.0, "entropy": 0.0}
+        stats["tokens"] = share.total_tokens
         stats["logprob_gap"] = 0.0  # the largest |learner - rollout| log-prob of a sampled token, before the step
         for indices, rows, weight in self._passes(calls, share):
-            packed, logits, logprobs = self._forward(rows)
-            reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
             row_advantages = [advantages[i] for i in indices] if weight else [0.0]
-            sampled = torch.tensor([[call.logprobs is not None] for call in rows], device=self.device)
-            old_logprobs, importance = self._old_logprobs(logprobs, packed, sampled)
-            result = policy_loss(
-                logprobs,
-                old_logprobs,
-                torch.tensor(row_advantages, dtype=torch.float32, device=self.device),
-                packed.response_mask,
-                clip_low=config.clip_low,
-                clip_high=config.clip_high,
-                ref_logprobs=reference,
-                kl_coef=config.kl_coef,
-                importance_weights=importance,
-                mode=config.loss_mode,
-                denominator=total_tokens if config.loss_mode == "token-mean" else float(share.total_calls),
-            )
-            # gradient sync across ranks averages (divides by the rank count): scaled, the average is the sum
-            (result.loss * (weight * share.ranks)).backward()
-            if not weight:
-                continue
-            stats["loss"] += float(result.loss.detach())
-            stats["clip_fraction"] += result.clip_fraction * result.tokens / total_tokens
-            stats["approx_kl"] += result.approx_kl * result.tokens / total_tokens
-            stats["kl"] += result.kl
-            with torch.no_grad():
-                entropy = entropy_from_logits(logits.detach())
-                stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
-                gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask * sampled).max())
-                stats["logprob_gap"] = max(stats["logprob_gap"], gap)
+            for is_choice in (False, True):
+                part = [
+                    (row, a)
+                    for row, a in zip(rows, row_advantages, strict=True)
+                    if (row.choice is not None) == is_choice
+                ]
+                if part:
+                    run = self._choice_pass if is_choice else self._token_pass
+                    run([row for row, _ in part], [a for _, a in part], weight=weight, share=share, stats=stats)
         return stats
+
+    def _token_pass(
+        self,
+        rows: list[TraceCall],
+        advantages: list[float],
+        *,
+        weight: float,
+        share: StepShare,
+        stats: dict[str, float],
+    ) -> None:
+        """Accumulate the gradient of one micro-batch's generated calls; add to ``stats``."""
+        config, total_tokens = self.config, share.total_tokens
+        packed, logits, logprobs = self._forward(rows)
+        reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
+        sampled = torch.tensor([[call.logprobs is not None] for call in rows], device=self.device)
+        old_logprobs, importance = self._old_logprobs(logprobs, packed, sampled)
+        result = self._loss(logprobs, old_logprobs, advantages, packed.response_mask, share, reference, importance)
+        # gradient sync across ranks averages (divides by the rank count): scaled, the average is the sum
+        (result.loss * (weight * share.ranks)).backward()
+        if not weight:
+            return
+        self._add_stats(stats, result, total_tokens)
+        with torch.no_grad():
+            entropy = entropy_from_logits(logits.detach())
+            stats["entropy"] += float((entropy * packed.response_mask).sum()) / total_tokens
+            gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask * sampled).max())
+            stats["logprob_gap"] = max(stats["logprob_gap"], gap)
+
+    def _choice_pass(
+        self,
+        rows: list[TraceCall],
+        advantages: list[float],
+        *,
+        weight: float,
+        share: StepShare,
+        stats: dict[str, float],
+    ) -> None:
+        """Accumulate the gradient of one micro-batch's quote-policy draws (each one unit of the loss, like a
+        token: `step_units`); add to ``stats``. No KL term: the reference penalty covers generated tokens."""
+        logprobs = self._choice_logprobs(rows)[:, None]
+        old = torch.tensor([[call.choice.logprob] for call in rows if call.choice], device=self.device)
+        mask = torch.ones_like(old)
+        result = self._loss(logprobs, old, advantages, mask, share, None, None)
+        (result.loss * (weight * share.ranks)).backward()
+        if weight:
+            self._add_stats(stats, result, share.total_tokens)
+            stats["logprob_gap"] = max(stats["logprob_gap"], float((logprobs.detach() - old).abs().max()))
+
+    def _choice_logprobs(self, rows: list[TraceCall]) -> torch.Tensor:
+        self.model.train()
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
+        with autocast:
+            return choice_logprobs(self.model, rows, pad_id=self.pad_id)
+
+    def _loss(
+        self,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        advantages: list[float],
+        mask: torch.Tensor,
+        share: StepShare,
+        reference: torch.Tensor | None,
+        importance: torch.Tensor | None,
+    ) -> PolicyLoss:
+        config = self.config
+        return policy_loss(
+            logprobs,
+            old_logprobs,
+            torch.tensor(advantages, dtype=torch.float32, device=self.device),
+            mask,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            ref_logprobs=reference,
+            kl_coef=config.kl_coef,
+            importance_weights=importance,
+            mode=config.loss_mode,
+            denominator=share.total_tokens if config.loss_mode == "token-mean" else float(share.total_calls),
+        )
+
+    @staticmethod
+    def _add_stats(stats: dict[str, float], result: PolicyLoss, total_tokens: float) -> None:
+        stats["loss"] += float(result.loss.detach())
+        stats["clip_fraction"] += result.clip_fraction * result.tokens / total_tokens
+        stats["approx_kl"] += result.approx_kl * result.tokens / total_tokens
+        stats["kl"] += result.kl
 
     def _old_logprobs(
         self, logprobs: torch.Tensor, packed: Packed, sampled: torch.Tensor
@@ -435,6 +506,26 @@ def token_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     scaled = logits / (temperature if temperature > 0 else 1.0)
     return torch.log_softmax(scaled, dim=-1).gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1)
+
+
+def choice_logprobs(model: Any, calls: Sequence[TraceCall], *, pad_id: int) -> torch.Tensor:
+    """Each quote-policy draw's log-probability under ``model``: its candidates' gains rescored
+    (`query_log_likelihoods`), then the Plackett-Luce draw (`plackett_luce_logprob`); one per call."""
+    values = []
+    for call in calls:
+        choice = call.choice
+        if choice is None:
+            raise ConfigError(f"call {call.call_index} of episode {call.episode_id} is not a quote-policy draw")
+        scores = query_log_likelihoods(
+            model, choice.query_ids, [choice.empty_ids, *choice.candidate_ids], pad_id=pad_id
+        )
+        gains = scores[1:] - scores[0]
+        values.append(
+            plackett_luce_logprob(
+                gains, choice.order, stopped=choice.stopped, stop_gain=choice.stop_gain, temperature=choice.temperature
+            )
+        )
+    return torch.stack(values)
 
 
 def frozen_copy(model: Any) -> Any:

@@ -22,7 +22,14 @@ import torch
 
 from memagent_graph.errors import ConfigError, MemAgentError
 from memagent_graph.training.rl.checkpoints import is_sharded, load_sharded, save_sharded
-from memagent_graph.training.rl.learner import LearnerConfig, StepShare, TorchLearner, frozen_copy, micro_batches
+from memagent_graph.training.rl.learner import (
+    LearnerConfig,
+    StepShare,
+    TorchLearner,
+    frozen_copy,
+    micro_batches,
+    step_units,
+)
 from memagent_graph.training.rollout.ray_cluster import ensure_ray
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_policy, with_lora
@@ -145,7 +152,7 @@ class LearnerRank:
         """This rank's indices of ``calls`` and its `StepShare` of the step."""
         parts = split_calls(len(calls), self.world_size)
         share = StepShare(
-            total_tokens=float(sum(len(c.response_ids) for c in calls)),
+            total_tokens=float(sum(step_units(c) for c in calls)),
             total_calls=len(calls),
             micro_batches=max(len(micro_batches([calls[i] for i in part], config=self.config)) for part in parts),
             ranks=self.world_size,

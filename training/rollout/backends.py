@@ -3,8 +3,9 @@
 A backend renders the chat template once (`prompt_ids`), samples responses from token ids (`generate`) with the
 log-probability of each sampled token under the sampling distribution (``log_softmax(logits / temperature)``,
 top-p and top-k off; temperature 1 for greedy calls), and takes the learner's weights (`load_weights`).
-`TransformersRollout` is the CPU backend (Ray actors in tests and small runs); `vllm_backend.VLLMRollout` is the
-GPU one. Both are interchangeable under `RolloutBackend`: the algorithms never see which one sampled.
+`TransformersRollout` is the CPU backend (Ray actors in tests and small runs), which also scores passages for
+the quote policy (`score_passages`); `vllm_backend.VLLMRollout` is the GPU one. Both are interchangeable under
+`RolloutBackend`: the algorithms never see which one sampled.
 
 This module imports neither torch nor LangChain, so it also loads in vLLM's own environment.
 """
@@ -66,6 +67,10 @@ class ChatTokens:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
+    def encode(self, text: str) -> list[int]:
+        """``text`` as token ids, without special tokens."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
     def response_ids(self, text: str, max_tokens: int) -> Generation:
         ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         if len(ids) > max_tokens:
@@ -96,6 +101,20 @@ class TransformersRollout(ChatTokens):
         from memagent_graph.training.rollout.weights import load_trainable_weights
 
         load_trainable_weights(self.model, weights)
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """log p(question | passage) for each passage (`query_likelihood`): the quote policy's scores."""
+        import torch
+
+        from memagent_graph.integrations.models import query_likelihood
+
+        query = query_likelihood.question_ids(self.encode, question)
+        prompts = query_likelihood.passage_prompt_ids(self.encode, passages)
+        with self._lock, torch.inference_mode():
+            scores = query_likelihood.query_log_likelihoods(
+                self.model, query, prompts, pad_id=self.tokenizer.pad_token_id
+            )
+        return [float(score) for score in scores]
 
     def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
         import torch

@@ -9,12 +9,17 @@ the run's metadata:
 
 Training samples with top-p and top-k off: the learner's log-probabilities are those of the full softmax at
 the same temperature (`learner.token_logprobs`). The backends are in `backends` and `vllm_backend`.
+
+For the quote policy it is also the scorer (the backend's `score_passages`) and the `ChoiceRecorder`: each
+draw is recorded as a call whose ``choice`` holds the query, the candidates' scoring prompts (token ids),
+what was drawn and its log-probability, so the learner can rescore the candidates under its own weights.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -23,8 +28,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.integrations.models.query_likelihood import passage_prompt_ids, question_ids
+from memagent_graph.nodes.quote_choice import Draw
 from memagent_graph.training.rollout.backends import Sampling
-from memagent_graph.training.rollout.traces import TraceRecorder
+from memagent_graph.training.rollout.traces import ChoiceTrace, TraceRecorder
 
 
 class RecordingChatModel(BaseChatModel):
@@ -41,9 +48,49 @@ class RecordingChatModel(BaseChatModel):
     teacher: BaseChatModel | None = None
     default_max_tokens: int = 256
 
+    accepts_quote_from: ClassVar[bool] = False
+    """Replies are sampled freely: the quote policy answers from its notes (``quote_answer`` span or line)."""
+
     @property
     def _llm_type(self) -> str:
         return "memagent-recording"
+
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """The rollout policy's log p(question | passage) for each passage (the quote policy's scores)."""
+        if not hasattr(self.rollout, "score_passages"):
+            raise ConfigError(
+                f"the quote policy's rollouts need a backend that scores passages, and "
+                f"{type(self.rollout).__name__} does not: use `rollout.backend: transformers`"
+            )
+        return self.rollout.score_passages(question, passages)
+
+    def record_choice(self, draw: Draw, *, metadata: Mapping[str, Any]) -> None:
+        """Record a quote-policy draw as a call with its ``choice`` (`ChoiceTrace`, in the policy's tokens); a
+        greedy draw (an evaluation read, ``quote_temperature`` 0) has nothing to learn from and is not recorded."""
+        if draw.temperature <= 0:
+            return
+        encode = self.rollout.encode
+        choice = ChoiceTrace(
+            query_ids=question_ids(encode, draw.query),
+            empty_ids=passage_prompt_ids(encode, [""])[0],
+            candidate_ids=passage_prompt_ids(encode, draw.candidates),
+            order=list(draw.choice.order),
+            stopped=draw.choice.stopped,
+            stop_gain=draw.stop_gain,
+            temperature=draw.temperature,
+            logprob=draw.choice.logprob,
+        )
+        self.recorder.record(
+            **_episode_fields(metadata),
+            prompt_ids=[],
+            response_ids=[],
+            logprobs=None,
+            finish_reason="quote",
+            policy_version=self.rollout.policy_version,
+            latency_s=0.0,
+            text="\n".join(draw.candidates[i] for i in draw.choice.order),
+            choice=choice,
+        )
 
     def _generate(
         self,
@@ -72,9 +119,7 @@ class RecordingChatModel(BaseChatModel):
             [generation] = self.rollout.generate([prompt_ids], sampling)
         text = self.rollout.decode(generation.response_ids)
         self.recorder.record(
-            episode_id=str(metadata.get("episode_id", "unassigned")),
-            group_id=str(metadata.get("group_id", "unassigned")),
-            node=str(metadata.get("langgraph_node", "unknown")),
+            **_episode_fields(metadata),
             prompt_ids=prompt_ids,
             response_ids=generation.response_ids,
             logprobs=generation.logprobs,
@@ -94,3 +139,12 @@ class RecordingChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _episode_fields(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """The episode id, group id and graph node of a call, from its run's metadata."""
+    return {
+        "episode_id": str(metadata.get("episode_id", "unassigned")),
+        "group_id": str(metadata.get("group_id", "unassigned")),
+        "node": str(metadata.get("langgraph_node", "unknown")),
+    }

@@ -17,8 +17,32 @@ from pydantic import BaseModel, ConfigDict
 from memagent_graph.errors import EngineNotInstalledError
 
 
+class ChoiceTrace(BaseModel):
+    """A quote-policy draw (`memagent_graph.nodes.quote_choice`) in the policy's tokens: what the learner needs
+    to recompute its log-probability. Each candidate's gain is log p(query | its scoring prompt) minus
+    log p(query | the empty passage's prompt) (`query_likelihood`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query_ids: list[int]
+    empty_ids: list[int]
+    """The empty passage's scoring prompt."""
+    candidate_ids: list[list[int]]
+    """Each candidate's scoring prompt."""
+    order: list[int]
+    """The candidates drawn, in order (indices into ``candidate_ids``)."""
+    stopped: bool
+    """The draw ended on the stop option (not by running out of candidates)."""
+    stop_gain: float | None
+    """The stop option's value (None: no stop option, one candidate drawn)."""
+    temperature: float
+    logprob: float
+    """The draw's log-probability under the rollout policy."""
+
+
 class TraceCall(BaseModel):
-    """One model call: what went in and came out, in the policy's tokens."""
+    """One model call: what went in and came out, in the policy's tokens; a quote-policy draw has no prompt or
+    response tokens, its ``choice`` instead."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -39,6 +63,8 @@ class TraceCall(BaseModel):
     text: str
     reward: float | None = None
     """The episode's reward, once scored (the same on every call of the episode)."""
+    choice: ChoiceTrace | None = None
+    """The quote policy's draw, when this call is one."""
 
 
 class TraceRecorder:

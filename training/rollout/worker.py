@@ -71,7 +71,7 @@ class RolloutWorker:
         """Read every episode (concurrently, batched); return each one's calls in call order."""
         self.recorder.clear()
         self.rollout.expect([episode.episode_id for episode in episodes])
-        settings = RunSettings(temperature=0.0) if greedy else None
+        settings = RunSettings(temperature=0.0, quote_temperature=0.0) if greedy else None
         with ThreadPoolExecutor(max_workers=max(len(episodes), 1)) as pool:
             list(pool.map(lambda episode: self._read(episode, settings), episodes))
         return [self.recorder.episode(episode.episode_id) for episode in episodes]

@@ -1,0 +1,127 @@
+"""Training the quote policy: a rollout read records each draw (what was kept, which note answered) in the
+policy's tokens, the learner recomputes the draw's log-probability exactly, and a step moves it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph.config import RetrySettings
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import HuggingFaceTokenizer
+from memagent_graph.integrations.models.query_likelihood import PROMPT
+from memagent_graph.state import RunSettings
+from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.rl.config import RLConfig
+from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, choice_logprobs
+from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+from memagent_graph.training.rl.trainer import Trainer
+from memagent_graph.training.rollout.backends import TransformersRollout
+from memagent_graph.training.rollout.recording import RecordingChatModel
+from memagent_graph.training.rollout.traces import TraceRecorder, read_jsonl, write_jsonl
+
+CONFIG = MemAgentConfig(
+    chunk_tokens=300, memory_tokens=60, answer_tokens=12, top_p=1.0, memory_policy="quote",
+    quote_temperature=1.0, quote_min_gain=0.0, quote_prefilter=0, retries=RetrySettings(max_attempts=1),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny-policy"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def rollout(policy_dir):
+    return TransformersRollout(str(policy_dir), seed=1)
+
+
+def _read(rollout, policy_dir, *, settings=None):
+    recorder = TraceRecorder()
+    tokenizer = HuggingFaceTokenizer(policy_dir / "tokenizer.json")
+    task = needle_document(tokens=900, tokenizer=tokenizer, seed=4)
+    agent = MemAgent(RecordingChatModel(rollout=rollout, recorder=recorder), config=CONFIG, tokenizer=tokenizer)
+    metadata = {"episode_id": "episode-1", "group_id": "question-9"}
+    result = agent.invoke(task.question, TextDocument(task.text), settings=settings, config={"metadata": metadata})
+    return recorder.episode("episode-1"), result
+
+
+@pytest.fixture(scope="module")
+def draws(rollout, policy_dir):
+    return _read(rollout, policy_dir)
+
+
+def _learner(rollout):
+    config = LearnerConfig(bf16_autocast=False, lr=1e-3)
+    return TorchLearner(copy.deepcopy(rollout.model), config=config, pad_id=rollout.tokenizer.pad_token_id)
+
+
+def test_a_sampled_quote_read_records_one_draw_per_chunk_and_one_for_the_answer(draws):
+    calls, result = draws
+    assert [c.node for c in calls] == ["update_memory"] * result.num_chunks + ["final_answer"]
+    assert all(c.choice is not None and c.group_id == "question-9" for c in calls)
+    assert calls[-1].choice.stop_gain is None and len(calls[-1].choice.order) == 1
+
+
+def test_a_draw_records_the_scoring_prompts_of_the_candidates_it_drew(draws, rollout):
+    calls, _ = draws
+    drawn = [(call.choice, call.text.splitlines()) for call in calls if call.choice.order]
+    assert drawn
+    for choice, lines in drawn:
+        prompts = [choice.candidate_ids[i] for i in choice.order]
+        assert prompts == [rollout.encode(PROMPT.format(passage=line)) for line in lines]
+
+
+def test_the_learner_recomputes_the_rollouts_log_probability_of_each_draw(draws, rollout):
+    calls, _ = draws
+    with torch.no_grad():
+        recomputed = choice_logprobs(rollout.model, calls, pad_id=rollout.tokenizer.pad_token_id)
+    assert recomputed.tolist() == pytest.approx([c.choice.logprob for c in calls], abs=1e-3)
+
+
+def test_a_step_with_a_positive_advantage_makes_the_draws_more_likely(draws, rollout):
+    calls, _ = draws
+    learner = _learner(rollout)
+    stats = learner.update(calls, [1.0] * len(calls))
+    assert stats["logprob_gap"] < 1e-3 and stats["grad_norm"] > 0
+    with torch.no_grad():
+        after = choice_logprobs(learner.model, calls, pad_id=rollout.tokenizer.pad_token_id)
+    assert float(after.sum()) > sum(c.choice.logprob for c in calls)
+
+
+def test_draws_survive_a_jsonl_round_trip(draws, tmp_path):
+    calls, _ = draws
+    assert read_jsonl(write_jsonl(calls, tmp_path / "traces.jsonl")) == calls
+
+
+def test_a_greedy_read_draws_nothing_to_learn_from(rollout, policy_dir):
+    calls, result = _read(rollout, policy_dir, settings=RunSettings(quote_temperature=0.0))
+    assert calls == [] and result.num_chunks > 1
+
+
+@pytest.fixture
+def length_parity_reward():
+    """A reward that varies with the answer drawn (an untrained tiny policy never answers right)."""
+    register_reward("test_length_parity")(lambda reply, golds: float(len(reply) % 2))
+    yield "test_length_parity"
+    del REWARDS["test_length_parity"]
+
+
+@pytest.mark.integration
+def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, length_parity_reward, tmp_path):
+    config = RLConfig.model_validate({
+        "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "quote_temperature": 1.0, "quote_min_gain": 0.0,
+        "chunk_tokens": 128, "memory_tokens": 40, "answer_tokens": 8, "group_size": 3, "questions_per_step": 2,
+        "ray": False, "dynamic_sampling": False, "reward": length_parity_reward, "learner": {"lr": 1e-3},
+        "output_dir": str(tmp_path / "run"), "save_traces": True,
+    })  # fmt: skip
+    trainer = Trainer(config)
+    before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
+    metrics = trainer.step()
+    traces = read_jsonl(tmp_path / "run" / "traces.jsonl")
+    assert traces and all(call.choice is not None for call in traces)
+    assert metrics["calls_trained"] == len(traces) and metrics["policy_version"] == 1
+    assert any(not torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
