@@ -4,15 +4,17 @@ The answering note is the note that predicts the question best, and when the que
 the notes that predict it as well (within `TIE_NATS`: the four values of one key tie, a distractor key's needle
 does not); each is replaced by its second hop when the memory holds one (`second_hops`): the end of the chain.
 In ``span`` mode each contributes a run of names or values that neither the question nor its first hop mentions
-(a number, in digits or words, a place, a name; names first when the question asks who or where), the whole
-line when there is none, joined by ", "; in ``line`` mode, the whole lines. Every
-answer character is the memory's. ``copy`` leaves the choice to the model: its reply must copy one whole line
-(`LocalChatModel`'s ``quote_from``). At a temperature the answering note is drawn from the notes' gains
-(`quote_choice`), and a model that records draws (`ChoiceRecorder`) is handed the draw.
+(a number, in digits or words, a place, a name; names first when the question asks who or where; among
+several of one kind, the one the line makes most likely as the answer: `span_gains`), the whole line when
+there is none, joined by ", "; in ``line`` mode, the whole lines. Every answer character is the memory's.
+``copy`` leaves the choice to the model: its reply must copy one whole line (`LocalChatModel`'s
+``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote_choice`), and a
+model that records draws (`ChoiceRecorder`) is handed the draw.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import time
@@ -80,11 +82,19 @@ def asks_for_several(question: str) -> bool:
     return _SEVERAL.search(question) is not None
 
 
-def answer_span(line: str, question: str, *, known: str = "", context: str = "") -> str:
+def answer_span(
+    line: str,
+    question: str,
+    *,
+    known: str = "",
+    context: str = "",
+    rank: Callable[[list[str]], list[float]] | None = None,
+) -> str:
     """The phrase of ``line`` the question asks for: a run of names or values (`names_and_values`, ``context``
     the rest of the memory; English number words such as "nine hundred sixty and nine" are values) that
     ``question`` and ``known`` do not mention. Values come first unless the question asks who, whom, whose or
-    where (names first); ``line`` itself when it has no such run."""
+    where (names first); among several of that kind, the one ``rank`` scores highest (the first without it);
+    ``line`` itself when it has no such run."""
     mentioned = {w.lower() for w in words(f"{question} {known}")}
     numbers = [m.span() for m in _NUMBER_PHRASE.finditer(line) if m.group().lower() != "one"]
     runs: list[tuple[int, int]] = []
@@ -97,11 +107,21 @@ def answer_span(line: str, question: str, *, known: str = "", context: str = "")
             runs.append((start, end))
     values = sorted(numbers + [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])])
     names = [r for r in runs if r not in values]
-    preferred = names + values if _ASKS_NAME.search(question) else values + names
-    if not preferred:
+    kinds = (names, values) if _ASKS_NAME.search(question) else (values, names)
+    spans = [line[start:end] for start, end in next((kind for kind in kinds if kind), [])]
+    if not spans:
         return line
-    start, end = preferred[0]
-    return line[start:end]
+    if rank is None or len(spans) == 1:
+        return spans[0]
+    scores = rank(spans)
+    return spans[max(range(len(spans)), key=lambda i: scores[i])]
+
+
+def span_gains(cache: GainCache, spans: list[str], *, question: str, line: str, tally: ScoreTally) -> list[float]:
+    """How much ``line`` makes each span likely as the answer to ``question`` beyond the span's own prior:
+    the gain of ``line`` for "question span" (the question's own gain is the same for every span, so this
+    ranks spans by their pointwise mutual information with the line, given the question)."""
+    return [cache.gains(f"{question} {span}", [line], tally)[0] for span in spans]
 
 
 def quote_answerer(
@@ -129,7 +149,11 @@ def quote_answerer(
         parts = []
         for line, first_hop in lines:
             known = bridge_terms(first_hop, question, context=memory) if first_hop else ""
-            parts.append(answer_span(line, question, known=known, context=memory) if mode == "span" else line)
+            if mode == "line":
+                parts.append(line)
+                continue
+            rank = functools.partial(span_gains, cache, question=question, line=line, tally=tally)
+            parts.append(answer_span(line, question, known=known, context=memory, rank=rank))
         text = (", " if mode == "span" else "\n").join(dict.fromkeys(parts))
         return Completion(
             text=text,

@@ -67,6 +67,20 @@ def complete_last_sentence(section: str, following: str) -> str:
     return section + head
 
 
+def quote_candidates(question: str, previous: str, section: str, *, following: str, prefilter_keep: int) -> list[str]:
+    """What a quote update chooses from: the previous notes, then the chunk's sentences (the last one completed
+    from ``following`` when the chunk ends inside it) that the first stage passes (``prefilter_keep`` of them;
+    0: all)."""
+    notes = [line for line in previous.splitlines() if line.strip()]
+    sentences = [
+        s for s in dict.fromkeys(split_sentences(complete_last_sentence(section, following))) if s not in notes
+    ]
+    if prefilter_keep:
+        query = f"{question} {bridge_terms(notes[0], question, context=previous)}" if notes else question
+        sentences = prefilter(query, sentences, keep=prefilter_keep)
+    return [*notes, *sentences]
+
+
 def quote_update(
     cache: GainCache,
     *,
@@ -85,15 +99,9 @@ def quote_update(
     completed from ``following`` (the next chunk's beginning) when the chunk ends inside it. ``rng`` draws at
     ``settings.temperature``; ``on_draw`` receives the draw."""
     started = time.perf_counter()
-    notes = [line for line in previous.splitlines() if line.strip()]
-    sentences = [
-        s for s in dict.fromkeys(split_sentences(complete_last_sentence(section, following))) if s not in notes
-    ]
-    if settings.prefilter:
-        query = f"{question} {bridge_terms(notes[0], question, context=previous)}" if notes else question
-        sentences = prefilter(query, sentences, keep=settings.prefilter)
+    candidates = quote_candidates(question, previous, section, following=following, prefilter_keep=settings.prefilter)
     tally = ScoreTally(functools.cache(tokenizer.count))  # each text tokenized once per update
-    ranking = rank_quotes(question, [*notes, *sentences], cache, settings=settings, tally=tally, rng=rng)
+    ranking = rank_quotes(question, candidates, cache, settings=settings, tally=tally, rng=rng)
     if on_draw is not None:
         on_draw(ranking.draw)
     kept = fit_budget(ranking.kept, count=tally.count, budget=budget)

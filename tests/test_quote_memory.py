@@ -321,3 +321,10 @@ async def test_async_stream_reports_every_chunk_and_ends_like_invoke(tokenizer):
     events, result = items[:-1], items[-1]
     assert [event["chunk"] for event in events] == list(range(1, result.num_chunks + 1))
     assert result.memory == NEEDLE and result.answer == agent.invoke(QUESTION, document).answer
+
+
+def test_among_several_names_the_span_is_the_one_ranked_most_likely_answer():
+    line = "And the king of Egypt spake to the midwives, of which the name of the one was Shiphrah."
+    question = "What was the name of the first midwife?"
+    assert answer_span(line, question) == "Egypt"
+    assert answer_span(line, question, rank=lambda spans: [float(s == "Shiphrah") for s in spans]) == "Shiphrah"

@@ -14,6 +14,7 @@ from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.integrations.models.query_likelihood import PROMPT
 from memagent_graph.state import RunSettings
+from memagent_graph.training.data.task_suite import suite_task
 from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, choice_logprobs
@@ -22,6 +23,7 @@ from memagent_graph.training.rl.trainer import Trainer
 from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.recording import RecordingChatModel
 from memagent_graph.training.rollout.traces import TraceRecorder, read_jsonl, write_jsonl
+from memagent_graph.training.sft.quote_oracle import oracle_draws, oracle_traces
 
 CONFIG = MemAgentConfig(
     chunk_tokens=300, memory_tokens=60, answer_tokens=12, top_p=1.0, memory_policy="quote",
@@ -113,7 +115,7 @@ def length_parity_reward():
 @pytest.mark.integration
 def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, length_parity_reward, tmp_path):
     config = RLConfig.model_validate({
-        "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "quote_temperature": 1.0, "quote_min_gain": 0.0,
+        "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "quote_min_gain": 0.0,
         "chunk_tokens": 128, "memory_tokens": 40, "answer_tokens": 8, "group_size": 3, "questions_per_step": 2,
         "ray": False, "dynamic_sampling": False, "reward": length_parity_reward, "learner": {"lr": 1e-3},
         "output_dir": str(tmp_path / "run"), "save_traces": True,
@@ -124,4 +126,43 @@ def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, length_
     traces = read_jsonl(tmp_path / "run" / "traces.jsonl")
     assert traces and all(call.choice is not None for call in traces)
     assert metrics["calls_trained"] == len(traces) and metrics["policy_version"] == 1
+    assert any(not torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
+
+
+def test_the_oracle_draws_the_evidence_then_stops_and_answers_from_the_first_hop(policy_dir):
+    tokenizer = HuggingFaceTokenizer(policy_dir / "tokenizer.json")
+    task = suite_task("two_hop", 0, tokens=900, tokenizer=tokenizer, split="train")
+    reading = CONFIG.model_copy(update={"chunk_tokens": 200})
+    draws = oracle_draws(task, tokenizer=tokenizer, reading=reading, temperature=1.0)
+    kept = [{draw.candidates[i] for i in draw.choice.order} for draw in draws[:-1]]
+    assert all(draw.choice.stopped for draw in draws[:-1])
+    assert set(task.evidence) == kept[-1]  # the second hop is drawn with the first kept
+    assert draws[-1].candidates[draws[-1].choice.order[0]] == task.evidence[0]
+
+
+def test_a_warm_start_on_the_oracle_draws_makes_them_more_likely(rollout, policy_dir):
+    tokenizer = HuggingFaceTokenizer(policy_dir / "tokenizer.json")
+    tasks = [suite_task("two_hop", i, tokens=600, tokenizer=tokenizer, split="train") for i in range(2)]
+    calls = oracle_traces(tasks, policy_tokens=rollout, tokenizer=tokenizer, reading=CONFIG)
+    learner = _learner(rollout)
+    pad = rollout.tokenizer.pad_token_id
+    with torch.no_grad():
+        before = float(choice_logprobs(learner.model, calls, pad_id=pad).sum())
+    for _ in range(3):
+        learner.sft_update(calls)
+    with torch.no_grad():
+        assert float(choice_logprobs(learner.model, calls, pad_id=pad).sum()) > before
+
+
+@pytest.mark.integration
+def test_the_trainers_warm_start_on_the_quote_policy_fits_the_oracles_draws(policy_dir, tmp_path):
+    config = RLConfig.model_validate({
+        "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "chunk_tokens": 128,
+        "memory_tokens": 40, "answer_tokens": 8, "ray": False, "output_dir": str(tmp_path / "run"),
+        "task": {"kind": "two_hop", "tokens": 400}, "warm_start": {"tasks": 2, "steps": 2, "batch_size": 4},
+    })  # fmt: skip
+    trainer = Trainer(config)
+    before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
+    stats = trainer.warm_start()
+    assert stats["warm_start_calls"] > 2 and trainer.version == 1
     assert any(not torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())

@@ -411,14 +411,19 @@ class TorchLearner:
                 yield [], [share.filler], 0.0
 
     def sft_update(self, calls: Sequence[TraceCall], *, share: StepShare | None = None) -> dict[str, float]:
-        """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out);
-        ``share`` as in `backward`."""
+        """One supervised step: mean negative log-likelihood of the response tokens (EOS in, padding out) and
+        of the quote-policy draws (each one unit, `step_units`); ``share`` as in `backward`."""
         self.optimizer.zero_grad(set_to_none=True)
         share = share or StepShare.whole(calls, config=self.config)
         loss_sum = 0.0
         for _, rows, weight in self._passes(calls, share):
-            packed, _, logprobs = self._forward(rows)
-            loss = -(logprobs * packed.response_mask).sum() / share.total_tokens
+            generated = [row for row in rows if row.choice is None]
+            drawn = [row for row in rows if row.choice is not None]
+            likelihood = self._choice_logprobs(drawn).sum() if drawn else torch.zeros((), device=self.device)
+            if generated:
+                packed, _, logprobs = self._forward(generated)
+                likelihood = likelihood + (logprobs * packed.response_mask).sum()
+            loss = -likelihood / share.total_tokens
             (loss * (weight * share.ranks)).backward()
             loss_sum += float(loss.detach()) * weight
         return {"loss": loss_sum, "tokens": share.total_tokens, "grad_norm": self.clip_and_step()}

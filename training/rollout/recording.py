@@ -18,7 +18,7 @@ what was drawn and its log-probability, so the learner can rescore the candidate
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -69,17 +69,7 @@ class RecordingChatModel(BaseChatModel):
         greedy draw (an evaluation read, ``quote_temperature`` 0) has nothing to learn from and is not recorded."""
         if draw.temperature <= 0:
             return
-        encode = self.rollout.encode
-        choice = ChoiceTrace(
-            query_ids=question_ids(encode, draw.query),
-            empty_ids=passage_prompt_ids(encode, [""])[0],
-            candidate_ids=passage_prompt_ids(encode, draw.candidates),
-            order=list(draw.choice.order),
-            stopped=draw.choice.stopped,
-            stop_gain=draw.stop_gain,
-            temperature=draw.temperature,
-            logprob=draw.choice.logprob,
-        )
+        choice = choice_trace(draw, encode=self.rollout.encode)
         self.recorder.record(
             **_episode_fields(metadata),
             prompt_ids=[],
@@ -139,6 +129,20 @@ class RecordingChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def choice_trace(draw: Draw, *, encode: Callable[[str], list[int]]) -> ChoiceTrace:
+    """``draw`` in the policy's tokens (``encode``: text to ids, no special tokens)."""
+    return ChoiceTrace(
+        query_ids=question_ids(encode, draw.query),
+        empty_ids=passage_prompt_ids(encode, [""])[0],
+        candidate_ids=passage_prompt_ids(encode, draw.candidates),
+        order=list(draw.choice.order),
+        stopped=draw.choice.stopped,
+        stop_gain=draw.stop_gain,
+        temperature=draw.temperature,
+        logprob=draw.choice.logprob,
+    )
 
 
 def _episode_fields(metadata: Mapping[str, Any]) -> dict[str, str]:

@@ -12,7 +12,9 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rollout.backends import ChatTokens
+from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.sft.oracle import OracleMemoryModel
+from memagent_graph.training.sft.quote_oracle import oracle_traces
 from memagent_graph.training.sft.rejection_sampling import (
     SupervisedLearner,
     fine_tune,
@@ -58,7 +60,12 @@ def warm_start(
     log: Callable[[str], None],
 ) -> dict[str, float]:
     """Teacher traces on ``tasks`` (read with ``reading``, scored with ``reward``), rejection-sampled, then
-    ``settings.steps`` supervised steps of ``learner``; returns the last loss and the number of calls kept."""
+    ``settings.steps`` supervised steps of ``learner``; returns the last loss and the number of calls kept.
+    For the quote policy the traces are the oracle's draws (`quote_oracle`: right by construction)."""
+    if reading.memory_policy == "quote":
+        kept = oracle_traces(tasks, policy_tokens=policy_tokens, tokenizer=tokenizer, reading=reading)
+        log(f"warm start: {len(kept)} oracle draws of the quote policy; {settings.steps} SFT steps")
+        return _fine_tune(settings, learner, kept, seed=seed, log=log)
     teacher: Any
     if settings.teacher == "oracle":
         teacher = OracleMemoryModel(tasks=tasks, prompts=reading.prompts)
@@ -75,9 +82,20 @@ def warm_start(
         kept = oversample_new_notes(kept, nothing=teacher.nothing, share=settings.new_notes_share, seed=seed)
         log(f"warm start: {len(kept) - verified} repeats of the calls that write new notes")
 
+    return _fine_tune(settings, learner, kept, seed=seed, log=log)
+
+
+def _fine_tune(
+    settings: WarmStart,
+    learner: SupervisedLearner,
+    calls: Sequence[TraceCall],
+    *,
+    seed: int,
+    log: Callable[[str], None],
+) -> dict[str, float]:
     def report(step: int, stats: dict[str, float]) -> None:
         if (step + 1) % 10 == 0:
             log(f"warm start step {step + 1}/{settings.steps}: loss {stats['loss']:.4f}")
 
-    history = fine_tune(learner, kept, steps=settings.steps, batch_size=settings.batch_size, seed=seed, on_step=report)
-    return {"warm_start_loss": history[-1]["loss"], "warm_start_calls": float(len(kept))}
+    history = fine_tune(learner, calls, steps=settings.steps, batch_size=settings.batch_size, seed=seed, on_step=report)
+    return {"warm_start_loss": history[-1]["loss"] if history else 0.0, "warm_start_calls": float(len(calls))}
