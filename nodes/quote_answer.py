@@ -49,7 +49,11 @@ _NUMBER_WORD = (
 )
 _NUMBER_PHRASE = re.compile(rf"\b{_NUMBER_WORD}(?:(?:\s+|\s+and\s+|-){_NUMBER_WORD})*\b", re.IGNORECASE)
 """A number in English words ("nine hundred sixty and nine", "threescore and ten"); "one" alone is not."""
-_SEVERAL = re.compile(r"\b(?:are|were)\b|\ball\b(?=\s+\w)", re.IGNORECASE)
+_SEVERAL = re.compile(
+    r"\b(?i:are|were|every)\b|\b(?i:all)\b(?=\s+\w)"
+    r"|\b(?i:which|what)\s+(?:\w+\s+){0,2}?(?!(?:is|was|has|does|this|his|its)\b)[a-z]\w*[^su\W]s\b"
+)
+"""A plural verb, "every", "all" before more words, or a lowercase plural noun soon after which/what."""
 _ASKS_NAME = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
 
 
@@ -77,8 +81,9 @@ def answer_lines(
 
 
 def asks_for_several(question: str) -> bool:
-    """Whether ``question`` asks for more than one thing: "What are all the values of…", "Find all variables…",
-    "Who were…" (a plural verb, or "all" before more words; "How many years did he live in all?" asks for one)."""
+    """Whether ``question`` asks for more than one thing: "What are all the values of…", "Find every number…",
+    "Which access numbers belong to…", "Who were…" (`_SEVERAL`; "How many years did he live in all?" and
+    "What did Moses call his son?" ask for one)."""
     return _SEVERAL.search(question) is not None
 
 

@@ -121,13 +121,14 @@ def words(text: str) -> list[str]:
 def is_name_or_value(word: str) -> bool:
     """A word that names something or states a value: it has a digit, or it starts with a capital and has more
     than one letter ("I", "A" and "O" are not names)."""
-    return any(c.isdigit() for c in word) or (word[:1].isupper() and len(word) > 1)
+    return _has_digit(word) or (word[:1].isupper() and len(word) > 1)
 
 
 def names_and_values(text: str, *, context: str = "") -> list[tuple[int, int]]:
     """The (start, end) of each word of ``text`` that `is_name_or_value`, less the capitalised words that only
     open a sentence ("And", "Then", "Tell"): an opening word counts when ``text`` or ``context`` also writes it
-    capitalised inside a sentence ("Dovan" of "Dovan Maruk was born…" after "…mentor is Dovan Maruk.")."""
+    capitalised inside a sentence ("Dovan" of "Dovan Maruk was born…" after "…mentor is Dovan Maruk."); a
+    value (a word with a digit) always counts."""
     found = [
         (start, start + len(word), word)
         for match in _WORD.finditer(text)
@@ -135,7 +136,15 @@ def names_and_values(text: str, *, context: str = "") -> list[tuple[int, int]]:
         for start in [match.start() + match.group().index(word)]
     ]
     inside = {word for start, _, word in found if not _opens_sentence(text, start)} | _inside_names(context)
-    return [(start, end) for start, end, word in found if word in inside or not _opens_sentence(text, start)]
+    return [
+        (start, end)
+        for start, end, word in found
+        if word in inside or _has_digit(word) or not _opens_sentence(text, start)
+    ]
+
+
+def _has_digit(word: str) -> bool:
+    return any(c.isdigit() for c in word)
 
 
 def _opens_sentence(text: str, start: int) -> bool:

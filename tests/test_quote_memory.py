@@ -218,8 +218,16 @@ def test_a_who_question_takes_a_name_before_a_value():
 def test_questions_asking_for_several_things_are_told_from_those_asking_for_one():
     assert asks_for_several("What are all the special magic numbers for x mentioned in the provided text?")
     assert asks_for_several("Find all variables that are assigned the value 5 in the text.")
+    assert asks_for_several("Which access numbers belong to adaptable-conservation?")
+    assert asks_for_several("Find every chosen number of daily-independence.")
     assert not asks_for_several("How many years did Adam live in all?")
     assert not asks_for_several("What is the code of the north gate?")
+    assert not asks_for_several("What did Moses call his first son?")
+
+
+def test_a_value_that_opens_a_sentence_is_still_the_span():
+    assert answer_span("1416270 is the hidden number of aromatic-debris.", "What is the hidden number?") == "1416270"
+    assert answer_span("aromatic-debris -> lucky number: 3962132.", "What is the lucky number?") == "3962132"
 
 
 def test_a_question_asking_for_one_thing_gets_only_the_best_note():

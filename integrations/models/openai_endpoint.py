@@ -18,6 +18,7 @@ from langchain_openai import ChatOpenAI
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError, translate_model_error
+from memagent_graph.integrations.models.served_scoring import ScoringChatOpenAI
 
 ENV_PREFIXES = ("MEMAGENT", "OPENAI")
 NO_KEY = "EMPTY"  # vLLM's convention when the server needs no key
@@ -92,6 +93,7 @@ def openai_compatible(
     max_concurrency: int | None = None,
     requests_per_second: float | None = None,
     token_ids: bool = False,
+    scores_passages: bool = False,
     **options: object,
 ) -> ChatOpenAI:
     """A `ChatOpenAI` for an OpenAI-compatible server; ``model`` defaults to the server's only model.
@@ -102,8 +104,15 @@ def openai_compatible(
     no tiktoken download. ``max_concurrency`` caps the requests in flight (per client, sync and async);
     ``requests_per_second`` paces them (LangChain's `InMemoryRateLimiter`). ``token_ids=True`` asks a vLLM
     server for token ids and logprobs and keeps them in each reply's ``response_metadata`` (``token_ids``,
-    ``prompt_token_ids``, ``logprobs``).
+    ``prompt_token_ids``, ``logprobs``). ``scores_passages=True`` makes it a passage scorer for quote memory
+    (`ScoringChatOpenAI`: prompt log-probabilities from a vLLM server, with ``tokenizer``), checked with one
+    scoring request now.
     """
+    if scores_passages and (tokenizer is None or token_ids):
+        raise ConfigError(
+            "scores_passages=True needs the served model's tokenizer (tokenizer=) and cannot be combined "
+            "with token_ids=True"
+        )
     model = model or served_model(base_url, api_key=api_key)
     extra: dict[str, object] = {"custom_get_token_ids": tokenizer.encode} if tokenizer is not None else {}
     if max_concurrency is not None:
@@ -115,7 +124,10 @@ def openai_compatible(
     if token_ids:
         extra_body = {**dict(options.get("extra_body") or {}), "return_token_ids": True}  # type: ignore[call-overload]
         options = {**options, "logprobs": True, "extra_body": extra_body}
-    return (TokenIdsChatOpenAI if token_ids else ChatOpenAI)(
+    if scores_passages:
+        extra["scoring_tokenizer"] = tokenizer
+    chat_class = ScoringChatOpenAI if scores_passages else TokenIdsChatOpenAI if token_ids else ChatOpenAI
+    chat = chat_class(
         base_url=base_url,
         model=model,
         api_key=api_key or NO_KEY,
@@ -124,6 +136,9 @@ def openai_compatible(
         **extra,
         **options,
     )
+    if isinstance(chat, ScoringChatOpenAI):
+        chat.check_scoring()
+    return chat
 
 
 def chat_model_from_env(*, tokenizer: Tokenizer | None = None, **options: object) -> ChatOpenAI:
