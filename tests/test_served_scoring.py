@@ -3,9 +3,12 @@ the embedded engine's on the same weights; a server that cannot score is refused
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations import openai_compatible
@@ -46,10 +49,14 @@ def test_served_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_a_quote_read_through_vllm_answers_with_the_needle_and_cites_it(vllm_server, embedded_tokenizer):
+def test_the_example_reads_with_quote_memory_through_vllm_and_cites(
+    vllm_server, embedded_tokenizer, tmp_path
+):
     task = needle_document(tokens=1500, tokenizer=embedded_tokenizer, seed=3)
-    model = openai_compatible(vllm_server.base_url, tokenizer=embedded_tokenizer, scores_passages=True)
-    config = MemAgentConfig(chunk_tokens=600, memory_tokens=64, answer_tokens=16, memory_policy="quote")
-    result = MemAgent(model, config=config, tokenizer=embedded_tokenizer).invoke(task.question, TextDocument(task.text))
-    assert result.answer == task.answer
-    assert any(task.answer in task.text[source["start"] : source["end"]] for source in result.citations)
+    path = tmp_path / "document.txt"
+    path.write_text(task.text, encoding="utf-8")
+    example = Path(__file__).parent.parent / "examples" / "quote_on_vllm.py"
+    command = [sys.executable, str(example), vllm_server.base_url, str(path), task.question]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout
+    assert f"answer: {task.answer}\n" in out
+    assert any(task.answer in line for line in out.splitlines() if line.startswith("cited"))
