@@ -121,7 +121,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
     records them (`ChoiceRecorder`)."""
     cache = GainCache(require_scorer(model, copies=config.quote_answer == "copy"))
     settings = QuoteSettings.of(config)
-    rng = random.Random()
+    rng = random.Random(0)  # seeded: rollouts and tests repeat; a training run's draws still differ by episode
     recorder = model if isinstance(model, ChoiceRecorder) else None
 
     def recording(run: RunnableConfig) -> Callable[[Draw], None] | None:
