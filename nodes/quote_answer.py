@@ -9,7 +9,7 @@ several of one kind, the one the line makes most likely as the answer: `span_gai
 there is none, joined by ", "; in ``line`` mode, the whole lines. Every answer character is the memory's.
 ``copy`` leaves the choice to the model: its reply must copy one whole line (`LocalChatModel`'s
 ``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote_choice`), and a
-model that records draws (`ChoiceRecorder`) is handed the draw.
+caller may receive the draw (``on_draw``: the trainer's recorder).
 """
 
 from __future__ import annotations
@@ -25,14 +25,7 @@ from langchain_core.runnables import RunnableConfig
 
 from memagent_graph.nodes.model_call import Completion
 from memagent_graph.nodes.quote_choice import Draw, choose
-from memagent_graph.nodes.quote_scoring import (
-    ChoiceRecorder,
-    GainCache,
-    ScoreTally,
-    bridge_terms,
-    names_and_values,
-    words,
-)
+from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, names_and_values, words
 from memagent_graph.nodes.quote_selection import QuoteSettings, second_hops
 
 AnswerMode = Literal["span", "line", "copy"]
@@ -136,11 +129,11 @@ def quote_answerer(
     mode: AnswerMode,
     count: Callable[[str], int],
     rng: random.Random | None = None,
-    recorder: ChoiceRecorder | None = None,
+    on_draw: Callable[[Draw], None] | None = None,
 ) -> Answer:
     """The answer function of a quote read in ``span`` or ``line`` mode (``copy`` is the model's call); ``count``
-    tokenizes what it scores for the usage report; ``rng`` draws at ``settings.temperature``, and ``recorder``
-    is handed each draw with the run's metadata."""
+    tokenizes what it scores for the usage report; ``rng`` draws at ``settings.temperature``, and ``on_draw``
+    receives each draw."""
 
     def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         started = time.perf_counter()
@@ -149,8 +142,8 @@ def quote_answerer(
         lines: list[tuple[str, str]] = []
         if notes:
             lines, draw = answer_lines(question, notes, cache, settings=settings, tally=tally, rng=rng)
-            if recorder is not None:
-                recorder.record_choice(draw, metadata=dict(run.get("metadata") or {}))
+            if on_draw is not None:
+                on_draw(draw)
         parts = []
         for line, first_hop in lines:
             known = bridge_terms(first_hop, question, context=memory) if first_hop else ""

@@ -152,7 +152,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
 
     def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         answerer = quote_answerer(
-            cache, settings=settings.in_run(), mode=mode, count=tokenizer.count, rng=rng, recorder=recorder
+            cache, settings=settings.in_run(), mode=mode, count=tokenizer.count, rng=rng, on_draw=recording(run)
         )
         return answerer(question, memory, run)
 

@@ -270,9 +270,8 @@ class TorchLearner:
 
     def _forward(self, calls: Sequence[TraceCall]) -> tuple[Packed, torch.Tensor, torch.Tensor]:
         self.model.train()
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
         packed = pack(list(calls), pad_id=self.pad_id).to(self.device)
-        with autocast:
+        with self._autocast():
             logits = response_logits(self.model, packed) / self.temperature
         logprobs = torch.log_softmax(logits, -1).gather(-1, packed.response_ids[..., None]).squeeze(-1)
         return packed, logits, logprobs
@@ -341,7 +340,7 @@ class TorchLearner:
         """Accumulate the gradient of one micro-batch's quote-policy draws (each one unit of the loss, like a
         token: `step_units`); add to ``stats``. No KL term: the reference penalty covers generated tokens."""
         logprobs = self._choice_logprobs(rows)[:, None]
-        old = torch.tensor([[call.choice.logprob] for call in rows if call.choice], device=self.device)
+        old = torch.tensor([[call.choice.logprob] for call in rows], device=self.device)  # type: ignore[union-attr]
         mask = torch.ones_like(old)
         result = self._loss(logprobs, old, advantages, mask, share, None, None)
         (result.loss * (weight * share.ranks)).backward()
@@ -351,9 +350,12 @@ class TorchLearner:
 
     def _choice_logprobs(self, rows: list[TraceCall]) -> torch.Tensor:
         self.model.train()
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
-        with autocast:
+        with self._autocast():
             return choice_logprobs(self.model, rows, pad_id=self.pad_id)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast of the forward pass when `LearnerConfig.bf16_autocast` resolved on."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast else contextlib.nullcontext()
 
     def _loss(
         self,
