@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
+from langgraph.types import Overwrite, StateSnapshot
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.chunking import ChunkedDocument, ChunkOrigin
@@ -36,10 +36,12 @@ from memagent_graph.errors import (
 from memagent_graph.graph import create_memagent, recursion_limit_for
 from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.read_checks import ReadChecks
+from memagent_graph.nodes.segments import chunks_read
 from memagent_graph.state import (
     EMPTY_USAGE,
     MemAgentResult,
     RunSettings,
+    Segment,
     Source,
     StepRecord,
     UnfinishedRead,
@@ -176,7 +178,7 @@ class MemAgent:
             question=values["question"],
             fingerprint=values.get("fingerprint", ""),
             settings_key=values.get("settings_key", ""),
-            chunks_done=values["cursor"],
+            chunks_done=chunks_read(values["cursor"], values.get("segments", [])),
             num_chunks=values["num_chunks"],
         )
 
@@ -434,14 +436,16 @@ class _RunRecord:
 
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
+        self.segments: dict[int, Segment] = {}
         self.steps: list[StepRecord] = []
         self.step_lists: list[list[StepRecord]] = []
 
     def stop_if_asked(self, stop: threading.Event | None, mode: str, data: Any, config: RunnableConfig) -> None:
         """Raise `ReadStopped` at the first safe point after ``stop`` is set: once a chunk's memory update is
-        out, while chunks are left (with a checkpointer, its writes are saved before the run closes)."""
-        if stop is not None and stop.is_set() and mode == "updates" and "update_memory" in data:
-            done, total = self.values["cursor"], self.values["num_chunks"]
+        out (with segments: once a round is), while chunks are left (with a checkpointer, its writes are saved
+        before the run closes)."""
+        if stop is not None and stop.is_set() and mode == "updates" and {"update_memory", "join_segments"} & set(data):
+            done, total = chunks_read(self.values["cursor"], self.segments.values()), self.values["num_chunks"]
             if done < total:
                 raise ReadStopped(config["configurable"]["thread_id"], chunks_done=done, num_chunks=total)
 
@@ -449,6 +453,9 @@ class _RunRecord:
         if mode == "custom":
             return data
         for update in data.values():
+            if update and "segments" in update:
+                self._segments(update["segments"])
+                update = {key: value for key, value in update.items() if key != "segments"}
             if update:
                 self.values.update(update)
                 if "last_step" in update:
@@ -456,6 +463,16 @@ class _RunRecord:
                 if "last_steps" in update:
                     self.step_lists.append(update["last_steps"])
         return None
+
+    def _segments(self, segments: list[Segment] | Overwrite) -> None:
+        """Keep each segment's latest read and step (a fresh read's split arrives as an `Overwrite`)."""
+        if isinstance(segments, Overwrite):
+            self.segments.clear()
+            segments = segments.value
+        for segment in segments:
+            self.segments[segment["index"]] = segment
+            if "last_step" in segment:
+                self.steps.append(segment["last_step"])
 
     def result(self, num_chunks: int, config: RunnableConfig, started: float) -> MemAgentResult:
         return MemAgentResult(

@@ -73,6 +73,12 @@ class MemAgentConfig(BaseModel):
         description="Alignment score (0-100, rapidfuzz partial ratio) a memory span needs to count as read in the "
         "document; spans below it in every source are reported as unsupported.",
     )
+    segments: int = Field(
+        1,
+        ge=1,
+        description="Contiguous segments read at once, each with its own memory, then merged by one more pass "
+        "(1: MemAgent as published, one chain of calls; docs: Parallel segments).",
+    )
     retries: RetrySettings = Field(default_factory=RetrySettings)
 
     @model_validator(mode="after")

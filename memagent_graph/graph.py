@@ -4,6 +4,10 @@ question or for many read in lockstep (the same nodes; `memagent_graph.nodes.que
 `read_chunk` opens a read (or continues a stopped one) once per run; `update_memory` reads chunk ``cursor`` and
 rewrites the memory, one superstep (one checkpoint) per chunk.
 
+With ``MemAgentConfig(segments=P)`` (P > 1) the read is split into P parallel segments, merged by one more
+pass before the answer: ``read_chunk -> read_segment x P -> join_segments -> ... -> merge_segments ->
+final_answer`` (`memagent_graph.nodes.segments`).
+
 `build_memagent_graph` returns the uncompiled `StateGraph` (choose your own checkpointer, store, name);
 `create_memagent` compiles it. The model, tokenizer, prompts and documents are fixed at build time;
 per-run overrides travel in the JSON-only context (`RunSettings`).
@@ -11,7 +15,7 @@ per-run overrides travel in the JSON-only context (`RunSettings`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -27,6 +31,8 @@ from memagent_graph.nodes.memory_policy import MemoryPolicy
 from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION
 from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
+from memagent_graph.nodes.segments import read_segment, segment_sends
+from memagent_graph.nodes.update_memory import merge_segments
 from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
 
 __all__ = ["build_memagent_graph", "create_memagent", "recursion_limit_for"]
@@ -60,6 +66,11 @@ def build_memagent_graph(
             f"lockstep reading cannot use `memory_policy` {config.memory_policy!r}: it reads one question at a "
             "time; ask the questions one at a time (MemAgent.batch) or use `memory_policy` 'generate'"
         )
+    if many_questions and config.segments > 1:
+        raise ConfigError(
+            f"lockstep reading cannot use `segments` ({config.segments}) yet: ask the questions one at a time "
+            "(MemAgent.batch) or read them in lockstep with segments=1"
+        )
     if many_questions:
         questions = MANY_QUESTIONS
         builder = StateGraph(LockstepState, context_schema=RunSettings, input_schema=LockstepInput)
@@ -71,12 +82,16 @@ def build_memagent_graph(
     checks = ReadChecks(config, tokenizer, uses_update_prompt=policy.uses_update_prompt)
     builder.add_node(
         "read_chunk",
-        read_chunk(documents, tokenizer, chunk_tokens=config.chunk_tokens, checks=checks, questions=questions),
+        read_chunk(
+            documents,
+            tokenizer,
+            chunk_tokens=config.chunk_tokens,
+            checks=checks,
+            questions=questions,
+            segments=config.segments,
+        ),
     )
-    builder.add_node(
-        "update_memory",
-        update_memory(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions),
-    )
+    update = update_memory(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions)
     answer = final_answer(
         answer_model or model,
         tokenizer,
@@ -87,10 +102,26 @@ def build_memagent_graph(
     )
     builder.add_node("final_answer", answer)
     builder.add_edge(START, "read_chunk")
+    builder.add_edge("final_answer", END)
+    if config.segments > 1:
+        merge = merge_segments(model, documents, tokenizer, memagent_config=config, policy=policy)
+        builder.add_node("read_segment", read_segment(update))
+        builder.add_node("join_segments", _end_of_round)
+        builder.add_node("merge_segments", merge)
+        builder.add_conditional_edges("read_chunk", segment_sends, ["read_segment", "merge_segments"])
+        builder.add_edge("read_segment", "join_segments")
+        builder.add_conditional_edges("join_segments", segment_sends, ["read_segment", "merge_segments"])
+        builder.add_edge("merge_segments", "final_answer")
+        return builder
+    builder.add_node("update_memory", update)
     builder.add_conditional_edges("read_chunk", _more_chunks, ["update_memory", "final_answer"])
     builder.add_conditional_edges("update_memory", _more_chunks, ["update_memory", "final_answer"])
-    builder.add_edge("final_answer", END)
     return builder
+
+
+def _end_of_round(state: MemAgentState) -> dict[str, Any]:
+    """A round of segment reads is over (its own superstep: the next round is sent once, not once per segment)."""
+    return {}
 
 
 def create_memagent(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypedDict
@@ -60,6 +60,27 @@ class Usage(TypedDict):
     completion_tokens: int
 
 
+class Segment(TypedDict):
+    """One segment's read: its chunks ``start``..``end`` (exclusive), the next one to read, its own memory,
+    evidence and usage, and its latest step."""
+
+    index: int
+    start: int
+    end: int
+    cursor: int
+    memory: str
+    evidence: list[MemorySpan]
+    usage: Usage
+    last_step: NotRequired[StepRecord]
+
+
+def merge_segment_updates(current: list[Segment] | None, update: list[Segment]) -> list[Segment]:
+    """The state's reducer: each round's segment writes replace the segments with their index."""
+    by_index = {segment["index"]: segment for segment in current or []}
+    by_index.update((segment["index"], segment) for segment in update)
+    return [by_index[index] for index in sorted(by_index)]
+
+
 class InputState(TypedDict):
     """What a caller passes in: the question, the id of a registered document, and (from `MemAgent`) a digest
     of the settings, so that a checkpointed read is only resumed with the settings it started with."""
@@ -98,6 +119,8 @@ class MemAgentState(InputState, total=False):
     answer_source: Literal["boxed", "reply"]
     citations: list[Source]
     unsupported: list[str]
+    segments: Annotated[list[Segment], merge_segment_updates]
+    """The parallel segments' reads (``MemAgentConfig.segments`` > 1; `memagent_graph.nodes.segments`)."""
 
 
 class LockstepInput(TypedDict):

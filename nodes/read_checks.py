@@ -14,9 +14,12 @@ from memagent_graph.errors import ConfigError, EmptyQuestionError, QuestionTooLo
 _RECURSION_SLACK = 8
 
 
-def minimum_recursion_limit(num_chunks: int) -> int:
+def minimum_recursion_limit(num_chunks: int, *, segments: int = 1) -> int:
     """The least superstep budget that completes a read of ``num_chunks`` chunks: one per chunk, one to open
-    the read, one for the answer, one for the input (measured)."""
+    the read, one for the answer, one for the input (measured); in ``segments`` > 1, two per round (the
+    segments' reads and the round's end) and one for the merge. `recursion_limit_for` covers both."""
+    if segments > 1:
+        return 2 * -(-num_chunks // min(segments, max(num_chunks, 1))) + 4
     return num_chunks + 3
 
 
@@ -56,11 +59,11 @@ class ReadChecks:
             )
 
 
-def check_recursion_limit(num_chunks: int, recursion_limit: int) -> None:
+def check_recursion_limit(num_chunks: int, recursion_limit: int, *, segments: int = 1) -> None:
     """Refuse, before any model call, a fresh read whose run would stop at the recursion limit mid-document."""
-    if recursion_limit < minimum_recursion_limit(num_chunks):
+    if recursion_limit < (needed := minimum_recursion_limit(num_chunks, segments=segments)):
         raise ConfigError(
-            f"the document is {num_chunks} chunks, and reading it takes {minimum_recursion_limit(num_chunks)} "
+            f"the document is {num_chunks} chunks, and reading it takes {needed} "
             f"graph steps, more than this run's recursion_limit ({recursion_limit}); pass "
             f'config={{"recursion_limit": {recursion_limit_for(num_chunks)}}} '
             "(memagent_graph.graph.recursion_limit_for(num_chunks)) or raise `chunk_tokens`"

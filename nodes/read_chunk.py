@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Overwrite
 
 from memagent_graph.documents.chunking import ChunkedDocument
 from memagent_graph.documents.registry import DocumentRegistry
@@ -17,6 +18,7 @@ from memagent_graph.errors import FingerprintMismatchError
 from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_checks import ReadChecks, check_recursion_limit
+from memagent_graph.nodes.segments import split_segments
 from memagent_graph.state import EMPTY_USAGE
 
 
@@ -27,14 +29,16 @@ def read_chunk(
     chunk_tokens: int,
     checks: ReadChecks,
     questions: Questions = ONE_QUESTION,
+    segments: int = 1,
 ) -> GraphNode:
-    """Build the node that starts a read, or continues a stopped one after checking it is the same document."""
+    """Build the node that starts a read, or continues a stopped one after checking it is the same document;
+    with ``segments`` > 1 a fresh read is split into that many parallel segments (`nodes.segments`)."""
 
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if _fresh(state):
             checks.check_questions(questions.questions(state))
         doc = documents.chunked(state["doc_id"], tokenizer, chunk_tokens)
-        return _open(state, doc, questions, config)
+        return _open(state, doc, questions, config, segments)
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         if _fresh(state):  # tokenizer work may be blocking I/O (a server's /tokenize)
@@ -42,7 +46,7 @@ def read_chunk(
         doc = documents.cached(state["doc_id"], tokenizer, chunk_tokens) or await asyncio.to_thread(
             documents.chunked, state["doc_id"], tokenizer, chunk_tokens
         )
-        return _open(state, doc, questions, config)
+        return _open(state, doc, questions, config, segments)
 
     return GraphNode(sync, async_, name="read_chunk")
 
@@ -57,12 +61,15 @@ def _open(
     doc: ChunkedDocument,
     questions: Questions,
     config: RunnableConfig,
+    segments: int,
 ) -> dict[str, Any]:
     """A fresh start resets the read (once the run's recursion limit is known to reach the answer); else
     check the document and go on."""
     if _fresh(state):
-        check_recursion_limit(doc.num_chunks, config["recursion_limit"])
+        check_recursion_limit(doc.num_chunks, config["recursion_limit"], segments=segments)
+        split = {"segments": Overwrite(split_segments(doc.num_chunks, segments))} if segments > 1 else {}
         return {
+            **split,
             **questions.fresh(state),
             "fingerprint": doc.fingerprint,
             "num_chunks": doc.num_chunks,

@@ -27,6 +27,7 @@ from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_chunk import check_same_document
+from memagent_graph.nodes.segments import MERGE, MERGE_ORIGIN, merge_sections, segment_evidence, total_usage
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
 READ_AHEAD_CHARS = 512
@@ -130,6 +131,75 @@ def update_memory(
     return GraphNode(sync, async_, name="update_memory")
 
 
+def merge_segments(
+    model: BaseChatModel,
+    documents: DocumentRegistry,
+    tokenizer: Tokenizer,
+    *,
+    memagent_config: MemAgentConfig,
+    policy: MemoryPolicy | None = None,
+) -> GraphNode:
+    """Build the node that merges parallel segments (`memagent_graph.nodes.segments`): the segments' memories,
+    in document order, packed into chunk-sized sections, are read as one more pass by the same policy and prompt
+    from an empty memory; the merged memory's spans keep their segments' sources."""
+    policy = policy or build_memory_policy(model, tokenizer, memagent_config)
+    sanitizer = Sanitizer.for_reading(memagent_config.prompts, tokenizer)
+    step = _MemoryStep(documents, tokenizer, memagent_config, ONE_QUESTION, sanitizer)
+
+    def sections(state: Mapping[str, Any]) -> list[str]:
+        memories = [segment["memory"] for segment in state["segments"]]
+        return merge_sections(memories, tokenizer, chunk_tokens=memagent_config.chunk_tokens)
+
+    def start(state: Mapping[str, Any]) -> dict[str, Any]:
+        last = state["num_chunks"] - 1
+        return {
+            **state,
+            "memory": "",
+            "evidence": segment_evidence(state["segments"]),
+            "usage": total_usage(state["usage"], state["segments"]),
+            "cursor": last,
+            "segment": MERGE,
+        }
+
+    def read(view: Mapping[str, Any], section: str, following: str) -> _Read:
+        request = MemoryRequest(view["question"], view["memory"], section, following[:READ_AHEAD_CHARS])
+        chunk = ReadChunk(view["doc_id"], view["cursor"], "", MERGE_ORIGIN, None)
+        return _Read([request], chunk, call_options(memagent_config, budget="memory_tokens"))
+
+    def merged(view: dict[str, Any], update: dict[str, Any]) -> None:
+        view.update(memory=update["memory"], usage=update["usage"], last_step=update["last_step"])
+        view["merged_evidence"] = update["evidence"]
+
+    def result(view: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "memory": view["memory"],
+            "evidence": view.get("merged_evidence", []),
+            "usage": view["usage"],
+            "cursor": view["num_chunks"],
+            **({"last_step": view["last_step"]} if "last_step" in view else {}),
+        }
+
+    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        view, parts = start(state), sections(state)
+        for index, section in enumerate(parts):
+            request = read(view, section, "".join(parts[index + 1 : index + 2]))
+            merged(view, step.finish(view, request, policy.write(request.requests, request.options, config)))
+        return result(view)
+
+    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        view, parts = start(state), await asyncio.to_thread(sections, state)
+        for index, section in enumerate(parts):
+            request = read(view, section, "".join(parts[index + 1 : index + 2]))
+            if policy.awrite is None:
+                completions = await asyncio.to_thread(policy.write, request.requests, request.options, config)
+            else:
+                completions = await policy.awrite(request.requests, request.options, config)
+            merged(view, await asyncio.to_thread(step.finish, view, request, completions))
+        return result(view)
+
+    return GraphNode(sync, async_, name="merge_segments")
+
+
 def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> StepRecord:
     """The step record of one memory update."""
     return {
@@ -155,6 +225,7 @@ def emit_progress(state: Mapping[str, Any], **memory: Any) -> None:
             "doc_id": state["doc_id"],
             "chunk": state["cursor"] + 1,
             "total": state["num_chunks"],
+            **({"segment": state["segment"]} if "segment" in state else {}),
             **memory,
             "elapsed_s": round(time.time() - state.get("started_at", time.time()), 3),
         }

@@ -83,7 +83,7 @@ def test_a_thousand_one_off_episodes_through_one_rollout_worker_stay_at_the_boun
     for start in range(0, READS, batch):
         tasks = [Task("What is the number?", _one_off(i).text, ["n"]) for i in range(start, start + batch)]
         episodes = [Episode(f"e{start + i}", f"g{start + i}", task) for i, task in enumerate(tasks)]
-        assert all(calls[-1].node == "final_answer" for calls in worker.run(episodes))
+        assert all(rollout.calls[-1].node == "final_answer" for rollout in worker.run(episodes))
         if start + batch in (READS // 2, READS):
             rss[start + batch] = _rss_after_gc()
     assert len(worker.agent.documents) == 32

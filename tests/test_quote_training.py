@@ -129,6 +129,28 @@ def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, length_
     assert any(not torch.equal(before[k], v) for k, v in trainer.learner.model.state_dict().items())
 
 
+@pytest.fixture
+def recorded_replies():
+    replies = []
+    register_reward("test_recorded")(lambda reply, golds: replies.append(reply) or 0.0)
+    yield replies
+    del REWARDS["test_recorded"]
+
+
+@pytest.mark.integration
+def test_the_trainers_greedy_evaluation_scores_the_quote_policys_answers(policy_dir, recorded_replies, tmp_path):
+    config = RLConfig.model_validate({
+        "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "quote_min_gain": 0.0,
+        "chunk_tokens": 128, "memory_tokens": 40, "answer_tokens": 8, "ray": False, "reward": "test_recorded",
+        "task": {"kind": "niah_single_2", "tokens": 300, "eval_samples": 2}, "output_dir": str(tmp_path / "run"),
+    })  # fmt: skip
+    trainer = Trainer(config)
+    trainer.evaluate()  # greedy: no draw is recorded, the span answers are still scored
+    documents = [task.document for task in trainer.source.held_out_tasks(2)]
+    assert len(recorded_replies) == 2 and any(recorded_replies)
+    assert all(reply in document for reply, document in zip(recorded_replies, documents, strict=True))
+
+
 def test_the_oracle_draws_the_evidence_then_stops_and_answers_from_the_first_hop(policy_dir):
     tokenizer = HuggingFaceTokenizer(policy_dir / "tokenizer.json")
     task = suite_task("two_hop", 0, tokens=900, tokenizer=tokenizer, split="train")

@@ -471,7 +471,8 @@ class TorchLearner:
             raise ConfigError("this run trains every weight (no `lora:`): there is no adapter to save")
         if base_model is not None:
             self.model.peft_config["default"].base_model_name_or_path = base_model
-        self.model.save_pretrained(str(folder))
+        # LoRA leaves the embeddings alone; "auto" would look the base model up on the Hugging Face Hub
+        self.model.save_pretrained(str(folder), save_embedding_layers=False)
         return Path(folder)
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ from memagent_graph.training.rl.memory_plan import check_fits, memory_plan, poli
 from memagent_graph.training.rl.task_source import task_source
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rollout.ray_cluster import ensure_ray
-from memagent_graph.training.rollout.traces import TraceCall, write_jsonl
+from memagent_graph.training.rollout.traces import Rollout, TraceCall, write_jsonl
 from memagent_graph.training.rollout.weights import load_policy, with_lora
 from memagent_graph.training.rollout.worker import Episode
 from memagent_graph.training.rollout.worker_pool import WorkerPool
@@ -243,9 +243,10 @@ class Trainer:
             for group, task in enumerate(tasks)
             for member in range(config.group_size)
         ]
-        traces = self.workers.run(episodes)
+        rollouts = self.workers.run(episodes)
+        traces = [rollout.calls for rollout in rollouts]
         rollout_s = time.perf_counter() - started
-        rewards = torch.tensor(self._score(traces, episodes))
+        rewards = torch.tensor(self._score(rollouts, episodes))
         scored = score_calls(traces, rewards, config)
         learn_started = time.perf_counter()
         stats: dict[str, float] = {}
@@ -290,12 +291,12 @@ class Trainer:
         self._record(metrics)
         return metrics
 
-    def _score(self, traces: list[list[TraceCall]], episodes: list[Episode]) -> list[float]:
-        """Each episode's reward: its final answer (the last call) against the task's golds, by the task's own
-        reward (a data file's ``data_source``) or the run's."""
+    def _score(self, rollouts: list[Rollout], episodes: list[Episode]) -> list[float]:
+        """Each episode's reward: the graph's final answer against the task's golds, by the task's own reward
+        (a data file's ``data_source``) or the run's."""
         return [
-            get_reward(episode.task.reward or self.config.reward)(calls[-1].text, episode.task.golds)
-            for calls, episode in zip(traces, episodes, strict=True)
+            get_reward(episode.task.reward or self.config.reward)(rollout.answer, episode.task.golds)
+            for rollout, episode in zip(rollouts, episodes, strict=True)
         ]
 
     def evaluate(self) -> dict[str, float]:

@@ -67,6 +67,16 @@ class TraceCall(BaseModel):
     """The quote policy's draw, when this call is one."""
 
 
+class Rollout(BaseModel):
+    """One episode as a rollout worker read it: its calls in call order and the graph's final answer (what the
+    reward scores; a quote-policy answer is a span of the memory that no call wrote)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: list[TraceCall]
+    answer: str
+
+
 class TraceRecorder:
     """Thread-safe collector of `TraceCall`s; numbers each episode's calls in the order they happen."""
 

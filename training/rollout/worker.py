@@ -27,7 +27,7 @@ from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.batching import BatchingRollout
 from memagent_graph.training.rollout.recording import RecordingChatModel
-from memagent_graph.training.rollout.traces import TraceCall, TraceRecorder
+from memagent_graph.training.rollout.traces import Rollout, TraceCall, TraceRecorder
 from memagent_graph.training.rollout.weights import with_lora
 
 
@@ -67,24 +67,28 @@ class RolloutWorker:
         model = RecordingChatModel(rollout=self.rollout, recorder=self.recorder)
         self.agent = MemAgent(model, config=reading, tokenizer=tokenizer)
 
-    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[list[TraceCall]]:
-        """Read every episode (concurrently, batched); return each one's calls in call order."""
+    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[Rollout]:
+        """Read every episode (concurrently, batched); return each one's calls in call order and its answer."""
         self.recorder.clear()
         self.rollout.expect([episode.episode_id for episode in episodes])
         settings = RunSettings(temperature=0.0, quote_temperature=0.0) if greedy else None
         with ThreadPoolExecutor(max_workers=max(len(episodes), 1)) as pool:
-            list(pool.map(lambda episode: self._read(episode, settings), episodes))
-        return [self.recorder.episode(episode.episode_id) for episode in episodes]
+            answers = list(pool.map(lambda episode: self._read(episode, settings), episodes))
+        rollouts = []
+        for episode, answer in zip(episodes, answers, strict=True):
+            calls = self.recorder.episode(episode.episode_id)
+            rollouts.append(Rollout(calls=calls, answer=_final_reply(calls, answer)))
+        return rollouts
 
-    def _read(self, episode: Episode, settings: RunSettings | None) -> None:
+    def _read(self, episode: Episode, settings: RunSettings | None) -> str:
         metadata = {"episode_id": episode.episode_id, "group_id": episode.group_id}
         with self.rollout.episode(episode.episode_id):
-            self.agent.invoke(
+            return self.agent.invoke(
                 episode.task.question,
                 TextDocument(episode.task.document),
                 settings=settings,
                 config={"metadata": metadata},
-            )
+            ).answer
 
     def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> int:
         """Take the learner's trainable weights as policy ``version``."""
@@ -112,6 +116,15 @@ class RolloutWorker:
     def pid(self) -> int:
         """The worker's process id (tests kill it to check that the trainer restarts it)."""
         return os.getpid()
+
+
+def _final_reply(calls: list[TraceCall], answer: str) -> str:
+    """What the reward scores: the answer call's reply as the model wrote it (MemAgent's verifier reads its
+    ``\\boxed{}``), or the graph's ``answer`` when no model call wrote it (the quote policy's span)."""
+    last = calls[-1] if calls else None
+    if last is not None and last.node == "final_answer" and last.choice is None:
+        return last.text
+    return answer
 
 
 def _backend(

@@ -21,7 +21,7 @@ from typing import Any
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.rollout.ray_cluster import ensure_ray
-from memagent_graph.training.rollout.traces import TraceCall
+from memagent_graph.training.rollout.traces import Rollout
 from memagent_graph.training.rollout.worker import Episode, RolloutWorker
 
 logger = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ class WorkerPool:
 
         return ray.get(pending)
 
-    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[list[TraceCall]]:
-        """Read ``episodes`` across the workers; each episode's calls in call order, in the order given."""
+    def run(self, episodes: Sequence[Episode], *, greedy: bool = False) -> list[Rollout]:
+        """Read ``episodes`` across the workers; each episode's calls and answer (`Rollout`), in the order given."""
         groups = dict.fromkeys(episode.group_id for episode in episodes)  # in order of appearance
         rank_of = {group: index % self.count for index, group in enumerate(groups)}
         shards = [[e for e in episodes if rank_of[e.group_id] == rank] for rank in range(self.count)]
@@ -83,7 +83,7 @@ class WorkerPool:
             self._call(w, "run", shard, greedy=greedy) if shard else None
             for w, shard in zip(self.workers, shards, strict=False)
         ]
-        traces: dict[str, list[TraceCall]] = {}
+        traces: dict[str, Rollout] = {}
         for rank, (shard, result) in enumerate(zip(shards, pending, strict=True)):
             if result is not None:
                 traces.update(
@@ -91,7 +91,7 @@ class WorkerPool:
                 )
         return [traces[episode.episode_id] for episode in episodes]
 
-    def _gather(self, rank: int, shard: list[Episode], pending: Any, greedy: bool) -> list[list[TraceCall]]:
+    def _gather(self, rank: int, shard: list[Episode], pending: Any, greedy: bool) -> list[Rollout]:
         if not self.use_ray:
             return pending
         import ray
