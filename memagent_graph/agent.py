@@ -143,9 +143,11 @@ class MemAgent:
     def _prepare(
         self, chunked: ChunkedDocument, thread_id: str | None, config: RunnableConfig | None, *, progress: bool = True
     ) -> tuple[RunnableConfig, dict[str, Any]]:
-        """The run config (thread id, recursion limit) and the graph keyword arguments of one read."""
+        """The run config (thread id, recursion limit; with segments, as many at once as there are unless
+        ``max_concurrency`` says otherwise) and the graph keyword arguments of one read."""
         config = config or {}
         run_config: RunnableConfig = {
+            **({"max_concurrency": self.config.segments} if self.config.segments > 1 else {}),
             **config,
             "configurable": {**config.get("configurable", {}), "thread_id": thread_id or uuid.uuid4().hex},
             "recursion_limit": recursion_limit_for(chunked.num_chunks),

@@ -43,6 +43,7 @@ class ReadingOptions(BaseModel):
     quote_prefilter: int | None = Field(None, description="Sentences per chunk the quote policy's BM25 stage passes.")
     quote_temperature: float | None = Field(None, description="Temperature of the quote policy's choices (0: greedy).")
     quote_answer: Literal["span", "line", "copy"] | None = None
+    segments: int | None = Field(None, description="Parallel segments, merged before the answer (1: none).")
     max_attempts: int | None = Field(None, description="Tries per model call, the first included.")
 
     @classmethod

@@ -71,6 +71,13 @@ def test_ask_json_prints_the_result_object(memagent, server, doc, needle):
     assert len(payload["steps"]) == payload["num_chunks"] + 1
 
 
+def test_ask_with_segments_reads_them_and_merges_before_answering(memagent, server, doc, needle):
+    options = ["--json", "--quiet", "--segments", "3", *SMALL]
+    payload = json.loads(memagent("ask", str(doc), needle.question, "--base-url", server.base_url, *options).stdout)
+    assert payload["answer"] == needle.answer and payload["citations"]
+    assert payload["usage"]["calls"] == payload["num_chunks"] + 2  # the chunks, one merge section, the answer
+
+
 def test_ask_reads_stdin(memagent, server, needle):
     result = memagent("ask", "-", needle.question, "--base-url", server.base_url, "--quiet", *SMALL, stdin=needle.text)
     assert result.stdout.strip() == needle.answer

@@ -76,16 +76,17 @@ def test_the_answer_cites_the_document_through_the_merge(tokenizer, long_needle)
 
 
 @pytest.mark.integration
-def test_the_segments_are_read_concurrently(tokenizer, long_needle):
+def test_the_segments_are_read_all_at_once(tokenizer, long_needle):
     from memagent_graph.integrations import openai_compatible
     from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
-    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.05) as server:
+    config = CONFIG.model_copy(update={"segments": 8})  # more than LangGraph's default pool of threads here
+    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.1) as server:
         model = openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer)
-        result = MemAgent(model, config=CONFIG, tokenizer=tokenizer).invoke(
+        result = MemAgent(model, config=config, tokenizer=tokenizer).invoke(
             long_needle.question, TextDocument(long_needle.text)
         )
-    assert result.answer == long_needle.answer and server.max_in_flight == 4
+    assert result.answer == long_needle.answer and server.max_in_flight == 8
 
 
 @pytest.mark.integration
@@ -144,3 +145,19 @@ def test_the_sync_and_async_reads_agree_under_a_running_loop(tokenizer, long_nee
     sync = agent.invoke(long_needle.question, TextDocument(long_needle.text))
     asynchronous = asyncio.run(agent.ainvoke(long_needle.question, TextDocument(long_needle.text)))
     assert (sync.answer, sync.memory) == (asynchronous.answer, asynchronous.memory)
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_quote_memory_reads_segments_on_the_embedded_engine_and_cites_the_answer():
+    from memagent_graph.integrations.model_choice import EMBEDDED_READING
+    from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
+    from memagent_graph.training.data.task_suite import suite_task
+
+    engine = embedded_chat_model()
+    tokenizer = engine.tokenizer()
+    task = suite_task("niah_multikey_1", 3, tokens=8192, tokenizer=tokenizer, split="eval")
+    config = MemAgentConfig(**EMBEDDED_READING, segments=2)
+    result = MemAgent(engine, config=config, tokenizer=tokenizer).invoke(task.question, TextDocument(task.document))
+    assert result.answer in task.golds and result.num_chunks >= 4
+    assert any(task.golds[0] in task.document[c["start"] : c["end"]] for c in result.citations)

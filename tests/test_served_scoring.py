@@ -33,6 +33,37 @@ def test_a_server_that_does_not_score_prompts_is_refused_with_the_fix(tokenizer)
             openai_compatible(server.base_url, tokenizer=tokenizer, scores_passages=True)
 
 
+@pytest.mark.integration
+def test_a_copied_answer_is_asked_for_as_a_structured_outputs_choice_of_the_memory_lines(tokenizer):
+    from memagent_graph.integrations.models.served_scoring import ScoringChatOpenAI
+
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
+        model = ScoringChatOpenAI(
+            base_url=server.base_url, model=server.model_name, api_key="none", scoring_tokenizer=tokenizer
+        )
+        model.invoke("Which line answers?", quote_from="The gate code is 7731.\n\nThe river is wide.\n")
+        body = server.chat_requests()[-1]
+    assert body["structured_outputs"] == {"choice": ["The gate code is 7731.", "The river is wide."]}
+    assert "quote_from" not in body
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_copied_quote_answer_through_vllm_is_a_line_of_the_memory(vllm_server, embedded_tokenizer):
+    from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+
+    served = openai_compatible(vllm_server.base_url, tokenizer=embedded_tokenizer, scores_passages=True)
+    task = needle_document(tokens=1500, tokenizer=embedded_tokenizer, seed=5)
+    config = MemAgentConfig(
+        memory_policy="quote", quote_answer="copy", chunk_tokens=1024, memory_tokens=128, answer_tokens=64,
+        temperature=0.0,
+    )  # fmt: skip
+    result = MemAgent(served, config=config, tokenizer=embedded_tokenizer).invoke(
+        task.question, TextDocument(task.text)
+    )
+    assert result.answer in result.memory.splitlines() and task.answer in result.answer
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_served_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(vllm_server, embedded_tokenizer):

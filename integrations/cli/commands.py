@@ -144,6 +144,12 @@ def _model_options(
         "the model copies (copy)",
     )
     budget.add_argument(
+        "--segments",
+        type=int,
+        help="read P contiguous segments at once, each with its own memory, then merge them in one more pass "
+        "(default 1: MemAgent's one chain of calls; faster on a server with slots, loses facts that span segments)",
+    )
+    budget.add_argument(
         "--prompts",
         help="the prompt set: default (MemAgent's), section-first (shares one prefix across questions for an "
         "engine's prefix cache), verbatim (notes as word-for-word quotes, which the Evidence block cites exactly)",

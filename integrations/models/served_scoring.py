@@ -33,8 +33,10 @@ class ScoringChatOpenAI(ChatOpenAI):
 
     scoring_tokenizer: Any
     passages_per_request: int = PASSAGES_PER_REQUEST
-    accepts_quote_from: ClassVar[bool] = False
-    """The answer is taken from the notes (``quote_answer`` span or line), not constrained in a reply."""
+    accepts_quote_from: ClassVar[bool] = True
+    """Calls take ``quote_from`` (``quote_answer="copy"``): the reply is constrained to one of its lines by the
+    server's structured outputs (vLLM's ``structured_outputs: {"choice": [...]}``; the old ``guided_choice``
+    field is ignored by current vLLM, which then answers unconstrained)."""
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """log p(question | passage prompt) for each passage, summed over the question's tokens."""
@@ -46,6 +48,12 @@ class ScoringChatOpenAI(ChatOpenAI):
             batch = prompts[start : start + self.passages_per_request]
             scores += [_query_sum(choice, len(query)) for choice in self._prompt_logprobs(batch)]
         return scores
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        return super()._generate(messages, stop, run_manager, **_constrained(kwargs))
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        return await super()._agenerate(messages, stop, run_manager, **_constrained(kwargs))
 
     def check_scoring(self) -> None:
         """Score one passage now: a `ConfigError` naming the fix when the server returns no prompt
@@ -77,6 +85,16 @@ class ScoringChatOpenAI(ChatOpenAI):
         if len(choices) != len(prompts):
             raise ModelError(f"/completions answered {len(choices)} choices for {len(prompts)} prompts")
         return [{**choice, "prompt": prompt} for choice, prompt in zip(choices, prompts, strict=True)]
+
+
+def _constrained(options: dict[str, Any]) -> dict[str, Any]:
+    """The call's options with ``quote_from`` turned into a structured-outputs choice among its lines."""
+    quote_from = options.pop("quote_from", None)
+    if not quote_from:
+        return options
+    lines = list(dict.fromkeys(line.strip() for line in quote_from.splitlines() if line.strip()))
+    extra = {**(options.pop("extra_body", None) or {}), "structured_outputs": {"choice": lines}}
+    return {**options, "extra_body": extra}
 
 
 def _query_sum(choice: dict[str, Any], query_tokens: int) -> float:

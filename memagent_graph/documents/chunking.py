@@ -30,7 +30,8 @@ BATCH_PIECES = 32
 """Pieces encoded per `encode_batch` call (32 x 64 KiB: enough work to use every core)."""
 
 _LOOKAROUND = 4  # tokens decoded on each side of a boundary to detect a split character
-_REMEMBERED_PIECES = 2
+_REMEMBERED_PIECES = 2  # per reader: a read in order needs its current piece and the next
+_MAX_READERS = 16  # reads in order at once (parallel segments) whose place in the source is kept
 _REMEMBERED_TEXTS = 2
 
 
@@ -151,7 +152,8 @@ class PieceIndex:
     chunk_starts: array = field(default_factory=lambda: array("Q"))  # first token in the part
     chunk_lengths: array = field(default_factory=lambda: array("I"))
     _pieces: OrderedDict[tuple[int, int], list[int]] = field(default_factory=OrderedDict)
-    _open_reader: tuple[int, int, Iterator[str]] | None = None  # (part, next piece, the source's pieces)
+    _open_readers: OrderedDict[tuple[int, int], Iterator[str]] = field(default_factory=OrderedDict)
+    """The source's pieces where each read in order stopped, by (part, next piece), oldest first."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_piece(self, part: int, char: int, byte: int, token: int) -> None:
@@ -207,16 +209,18 @@ class PieceIndex:
         except GeneratorExit:  # the caller has what it needed: keep the read for the next chunk
             if pieces is not None:
                 with self._lock:
-                    self._open_reader = (part, position, pieces)
+                    self._open_readers[(part, position)] = pieces
+                    while len(self._open_readers) > _MAX_READERS:
+                        _close(self._open_readers.popitem(last=False)[1])
             raise
 
     def _reader(self, part: int, index: int) -> Iterator[str]:
         """The source's pieces of ``part`` from piece ``index``: the kept reader if it stands there, else the
         source restarted at that piece."""
         with self._lock:
-            kept, self._open_reader = self._open_reader, None
-        if kept is not None and kept[:2] == (part, index):
-            return kept[2]
+            kept = self._open_readers.pop((part, index), None)
+        if kept is not None:
+            return kept
         return self.source.pieces_from(part, char=self.piece_chars[part][index], byte=self.piece_bytes[part][index])
 
     def _encode_piece(self, part: int, index: int, text: str) -> list[int]:
@@ -231,7 +235,7 @@ class PieceIndex:
             )
         with self._lock:
             self._pieces[(part, index)] = remembered
-            while len(self._pieces) > _REMEMBERED_PIECES:
+            while len(self._pieces) > _REMEMBERED_PIECES * (len(self._open_readers) + 1):
                 self._pieces.popitem(last=False)
         return remembered
 
@@ -338,3 +342,10 @@ def _safe_cut(tokenizer: Tokenizer, ids: array, start: int, cut: int) -> int:
         if tokenizer.decode(left) + tokenizer.decode(right) == tokenizer.decode(left + right):
             return candidate
     return cut
+
+
+def _close(reader: Iterator[str]) -> None:
+    """Let a source's read go (a file's generator closes its file now rather than when collected)."""
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
