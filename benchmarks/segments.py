@@ -97,7 +97,9 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
         for length in args.lengths.split(","):
             tokens = int(length.lower().removesuffix("k")) * 1024
             for name in args.tasks.split(","):
-                tasks = [suite_task(name, i, tokens=tokens, tokenizer=tokenizer, split="eval") for i in range(args.samples)]
+                tasks = [
+                    suite_task(name, i, tokens=tokens, tokenizer=tokenizer, split="eval") for i in range(args.samples)
+                ]
                 cell: dict[str, Any] = {"task": name, "length": length, "documents": len(tasks)}
                 for count in (1, args.segments):
                     agent = MemAgent(model, config=config.model_copy(update={"segments": count}), tokenizer=tokenizer)

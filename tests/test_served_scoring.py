@@ -80,9 +80,7 @@ def test_served_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_the_example_reads_with_quote_memory_through_vllm_and_cites(
-    vllm_server, embedded_tokenizer, tmp_path
-):
+def test_the_example_reads_with_quote_memory_through_vllm_and_cites(vllm_server, embedded_tokenizer, tmp_path):
     task = needle_document(tokens=1500, tokenizer=embedded_tokenizer, seed=3)
     path = tmp_path / "document.txt"
     path.write_text(task.text, encoding="utf-8")
