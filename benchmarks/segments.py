@@ -1,12 +1,13 @@
 """Parallel segments: latency and accuracy against sequential reading (MemAgent as published), side by side.
 
-Latency: one long needle document (>= 256 chunks) on the simulated OpenAI-compatible server (loopback HTTP, a
-fixed delay per call, ``--slots`` calls served at once), read with segments P = 1, 2, 4, 8, 16, merge included.
+Latency: one long needle document (>= 256 chunks) on the simulated OpenAI-compatible server (loopback HTTP, its
+own process, a fixed delay per call, ``--slots`` calls served at once), read with segments P = 1, 2, 4, 8, 16,
+merge included.
 Accuracy: generated held-out tasks (RULER's wording, evaluation seeds) read sequentially and with P segments,
 by the simulated server's rule model or by the embedded engine (SmolLM2, quote memory):
 
-    python benchmarks/segments.py latency [--latency 0.05] [--slots 16] [--chunks 260]
-    python benchmarks/segments.py accuracy --model simulated --lengths 16k,64k --samples 20
+    python benchmarks/segments.py latency [--latency 0.5] [--slots 8] [--chunks 260]
+    python benchmarks/segments.py accuracy --model simulated --latency 0 --lengths 16k,64k --samples 20
     python benchmarks/segments.py accuracy --model embedded --lengths 16k --samples 10
 """
 
@@ -14,8 +15,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from common import benchmark_tokenizer, save
@@ -26,36 +31,59 @@ from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.integrations import openai_compatible
-from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 from memagent_graph.training.data.task_suite import suite_task
+from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rewards import get_reward
 
 TASKS = ("niah_single_2", "niah_multikey_1", "two_hop", "vt")
+SIMULATED_TASKS = ("needle", "updated")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=("latency", "accuracy"))
-    parser.add_argument("--latency", type=float, default=0.05, help="simulated server: seconds per completion")
-    parser.add_argument("--slots", type=int, default=16, help="simulated server: completions served at once")
+    parser.add_argument("--latency", type=float, default=0.5, help="simulated server: seconds per completion")
+    parser.add_argument("--slots", type=int, default=8, help="simulated server: completions served at once")
     parser.add_argument("--chunks", type=int, default=260, help="latency: chunks in the document")
     parser.add_argument("--counts", default="1,2,4,8,16", help="latency: segment counts")
     parser.add_argument("--model", choices=("simulated", "embedded"), default="simulated")
     parser.add_argument("--segments", type=int, default=8, help="accuracy: segments compared with sequential")
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", help=f"default: {','.join(TASKS)}; simulated: {','.join(SIMULATED_TASKS)}")
     parser.add_argument("--lengths", default="16k,64k")
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
+    args.tasks = args.tasks or ",".join(TASKS if args.model == "embedded" else SIMULATED_TASKS)
     if args.part == "latency":
         save(f"segments_latency_{args.slots}_slots", latency(args))
     else:
         save(f"segments_accuracy_{args.model}", accuracy(args))
 
 
+_SERVER = """
+import sys, time
+sys.path.insert(0, {benchmarks!r})
+from common import benchmark_tokenizer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
+with SimulatedOpenAIServer(tokenizer=benchmark_tokenizer(), delay_s={delay}, max_concurrency={slots}) as server:
+    print(server.base_url, flush=True)
+    time.sleep(1e9)
+"""
+
+
 @contextlib.contextmanager
 def _simulated(args: argparse.Namespace, tokenizer: Tokenizer) -> Iterator[BaseChatModel]:
-    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=args.latency, max_concurrency=args.slots) as server:
-        yield openai_compatible(server.base_url, server.model_name, tokenizer=tokenizer)
+    """A client of the simulated server, which runs in its own process (as a model server does: its work does
+    not share the client's interpreter)."""
+    code = _SERVER.format(benchmarks=str(Path(__file__).parent), delay=args.latency, slots=args.slots)
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            if not url:
+                raise SystemExit(f"the simulated server did not start (exit code {server.wait()})")
+            yield openai_compatible(url, "rule-model", tokenizer=tokenizer)
+        finally:
+            server.kill()
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,15 +119,16 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def accuracy(args: argparse.Namespace) -> dict[str, Any]:
-    """RULER match (%) of sequential and segmented reads of the same held-out documents, per task and length."""
+    """RULER match (%) of sequential and segmented reads of the same held-out documents, per task and length:
+    the task suite's families on the embedded engine; on the simulated server, whose rule model knows only "The
+    special magic X is Y." facts, a needle at a random depth and an updated needle (the same key twice, the
+    later value the answer: the merge must keep document order)."""
     with _accuracy_model(args) as (model, tokenizer, config):
         cells = []
         for length in args.lengths.split(","):
             tokens = int(length.lower().removesuffix("k")) * 1024
             for name in args.tasks.split(","):
-                tasks = [
-                    suite_task(name, i, tokens=tokens, tokenizer=tokenizer, split="eval") for i in range(args.samples)
-                ]
+                tasks = [_task(name, i, tokens=tokens, tokenizer=tokenizer) for i in range(args.samples)]
                 cell: dict[str, Any] = {"task": name, "length": length, "documents": len(tasks)}
                 for count in (1, args.segments):
                     agent = MemAgent(model, config=config.model_copy(update={"segments": count}), tokenizer=tokenizer)
@@ -109,9 +138,24 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
                         scores.append(get_reward("ruler_match_all")(answer, task.golds))
                     cell[f"P={count}"] = round(100 * sum(scores) / len(scores), 1)
                     cell[f"P={count} s/doc"] = round((time.perf_counter() - started) / len(tasks), 2)
-                print(cell)
+                print(cell, flush=True)
                 cells.append(cell)
     return {"model": args.model, "segments": args.segments, "cells": cells}
+
+
+def _task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer) -> Task:
+    """Held-out task ``index`` of family ``name``, or the simulated server's ``needle`` / ``updated``."""
+    if name not in ("needle", "updated"):
+        return suite_task(name, index, tokens=tokens, tokenizer=tokenizer, split="eval")
+    rng = random.Random(index)
+    depth = rng.random() if name == "needle" else rng.uniform(0.5, 0.95)  # an update comes after the old value
+    needle = needle_document(tokens=tokens, tokenizer=tokenizer, seed=10_000 + index, depth=depth)
+    if name == "needle":
+        return Task(needle.question, needle.text, [needle.answer])
+    earlier = needle_document(tokens=tokens, tokenizer=tokenizer, seed=20_000 + index)
+    old = f"{needle.question.removeprefix('What is ').rstrip('?').capitalize()} is {earlier.answer}."
+    cut = len(needle.text) * rng.randint(5, 40) // 100
+    return Task(needle.question, needle.text[:cut] + f"\n\n{old}\n\n" + needle.text[cut:], [needle.answer])
 
 
 @contextlib.contextmanager
