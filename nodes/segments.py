@@ -28,7 +28,7 @@ from langgraph.types import Send
 from memagent_graph.documents.chunking import ChunkOrigin
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.graph_node import GraphNode
-from memagent_graph.state import EMPTY_USAGE, MemorySpan, Segment, Usage
+from memagent_graph.state import EMPTY_USAGE, Segment, Usage
 
 MERGE = "merge"
 """The ``segment`` of the merge pass's progress events."""
@@ -112,11 +112,33 @@ MERGE_ORIGIN = ChunkOrigin(part=0, char=0, byte=0, line=1)
 sources they had in the segments)."""
 
 
-def segment_evidence(segments: Sequence[Segment]) -> list[MemorySpan]:
-    """Every segment's evidence, in document order: what the merged memory's spans are traced back to."""
-    return [span for segment in segments for span in segment["evidence"]]
+def merge_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The state the merge pass's memory updates read: an empty memory at the last chunk, every segment's
+    evidence (what the merged spans are traced back to) and their usage added to the read's."""
+    segments: Sequence[Segment] = state["segments"]
+    usage: Usage = state["usage"]
+    return {
+        **state,
+        "memory": "",
+        "evidence": [span for segment in segments for span in segment["evidence"]],
+        "usage": {key: usage[key] + sum(segment["usage"][key] for segment in segments) for key in usage},  # type: ignore[literal-required]
+        "cursor": state["num_chunks"] - 1,
+        "segment": MERGE,
+    }
 
 
-def total_usage(usage: Usage, segments: Sequence[Segment]) -> Usage:
-    """``usage`` plus every segment's."""
-    return {key: usage[key] + sum(segment["usage"][key] for segment in segments) for key in usage}  # type: ignore[return-value]
+def merged(view: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Take one merge step's update into ``view`` (its evidence apart: ``view``'s stays the segments')."""
+    view.update(memory=update["memory"], usage=update["usage"], last_step=update["last_step"])
+    view["merged_evidence"] = update["evidence"]
+
+
+def merge_result(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge pass's state update: the merged memory and its evidence, the usage, the cursor at the end."""
+    return {
+        "memory": view["memory"],
+        "evidence": view.get("merged_evidence", []),
+        "usage": view["usage"],
+        "cursor": view["num_chunks"],
+        **({"last_step": view["last_step"]} if "last_step" in view else {}),
+    }

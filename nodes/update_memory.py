@@ -27,7 +27,7 @@ from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_chunk import check_same_document
-from memagent_graph.nodes.segments import MERGE, MERGE_ORIGIN, merge_sections, segment_evidence, total_usage
+from memagent_graph.nodes.segments import MERGE_ORIGIN, merge_result, merge_sections, merge_view, merged
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
 READ_AHEAD_CHARS = 512
@@ -150,44 +150,20 @@ def merge_segments(
         memories = [segment["memory"] for segment in state["segments"]]
         return merge_sections(memories, tokenizer, chunk_tokens=memagent_config.chunk_tokens)
 
-    def start(state: Mapping[str, Any]) -> dict[str, Any]:
-        last = state["num_chunks"] - 1
-        return {
-            **state,
-            "memory": "",
-            "evidence": segment_evidence(state["segments"]),
-            "usage": total_usage(state["usage"], state["segments"]),
-            "cursor": last,
-            "segment": MERGE,
-        }
-
     def read(view: Mapping[str, Any], section: str, following: str) -> _Read:
         request = MemoryRequest(view["question"], view["memory"], section, following[:READ_AHEAD_CHARS])
         chunk = ReadChunk(view["doc_id"], view["cursor"], "", MERGE_ORIGIN, None)
         return _Read([request], chunk, call_options(memagent_config, budget="memory_tokens"))
 
-    def merged(view: dict[str, Any], update: dict[str, Any]) -> None:
-        view.update(memory=update["memory"], usage=update["usage"], last_step=update["last_step"])
-        view["merged_evidence"] = update["evidence"]
-
-    def result(view: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "memory": view["memory"],
-            "evidence": view.get("merged_evidence", []),
-            "usage": view["usage"],
-            "cursor": view["num_chunks"],
-            **({"last_step": view["last_step"]} if "last_step" in view else {}),
-        }
-
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        view, parts = start(state), sections(state)
+        view, parts = merge_view(state), sections(state)
         for index, section in enumerate(parts):
             request = read(view, section, "".join(parts[index + 1 : index + 2]))
             merged(view, step.finish(view, request, policy.write(request.requests, request.options, config)))
-        return result(view)
+        return merge_result(view)
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        view, parts = start(state), await asyncio.to_thread(sections, state)
+        view, parts = merge_view(state), await asyncio.to_thread(sections, state)
         for index, section in enumerate(parts):
             request = read(view, section, "".join(parts[index + 1 : index + 2]))
             if policy.awrite is None:
@@ -195,7 +171,7 @@ def merge_segments(
             else:
                 completions = await policy.awrite(request.requests, request.options, config)
             merged(view, await asyncio.to_thread(step.finish, view, request, completions))
-        return result(view)
+        return merge_result(view)
 
     return GraphNode(sync, async_, name="merge_segments")
 

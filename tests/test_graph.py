@@ -198,8 +198,10 @@ def test_state_holds_no_document_text_and_no_growing_lists(model, tokenizer, nee
         "evidence",
         "citations",
         "unsupported",
+        "segments",
     }
-    bounded = {"evidence", "citations", "unsupported"}  # the current memory's spans and the answer's sources
+    assert values.get("segments", []) == []  # parallel segments only (one entry per segment: a fixed number)
+    bounded = {"evidence", "citations", "unsupported", "segments"}  # the memory's spans, the answer's sources
     assert not any(isinstance(v, list) for k, v in values.items() if k not in bounded)
     assert len(values["evidence"]) <= len(values["memory"]) // MIN_SPAN_CHARS  # each span is memory text
     assert all(len(span["sources"]) <= MAX_SOURCES for span in values["evidence"])

@@ -112,6 +112,12 @@ def _model_options(
     group.add_argument(
         "--model-dir", help="a local Hugging Face model folder for the embedded engine (e.g. a full fine-tune)"
     )
+    _reading_options(parser, chunk=chunk, memory=memory, answer=answer)
+
+
+def _reading_options(
+    parser: argparse.ArgumentParser, *, chunk: int | None, memory: int | None, answer: int | None
+) -> None:
     budget = parser.add_argument_group("reading budget")
     embedded = "; the embedded engine's: {}".format
     budget.add_argument(
@@ -144,12 +150,6 @@ def _model_options(
         "the model copies (copy)",
     )
     budget.add_argument(
-        "--segments",
-        type=int,
-        help="read P contiguous segments at once, each with its own memory, then merge them in one more pass "
-        "(default 1: MemAgent's one chain of calls; faster on a server with slots, loses facts that span segments)",
-    )
-    budget.add_argument(
         "--prompts",
         help="the prompt set: default (MemAgent's), section-first (shares one prefix across questions for an "
         "engine's prefix cache), verbatim (notes as word-for-word quotes, which the Evidence block cites exactly)",
@@ -160,6 +160,12 @@ def _model_options(
     budget.add_argument("--top-p", type=float)
     budget.add_argument(
         "--max-attempts", type=int, help="tries per model call, with backoff on transient errors (default 6)"
+    )
+    budget.add_argument(
+        "--segments",
+        type=int,
+        help="read P contiguous segments at once, each with its own memory, then merge them in one more pass "
+        "(default 1: MemAgent's one chain of calls; faster on a server with slots, loses facts that span segments)",
     )
 
 
