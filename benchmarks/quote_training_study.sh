@@ -10,11 +10,17 @@ RESULTS=${RESULTS:-benchmarks/results/quote_training}
 SAMPLES=${SAMPLES:-40}
 mkdir -p "$OUT" "$RESULTS"
 
-train() {  # name, then sed edits of examples/train_quote.yaml
-  local name=$1; shift
+train() {  # name, the run whose checkpoint it continues ("" for none), then sed edits of examples/train_quote.yaml
+  local name=$1 from=$2; shift 2
   [ -d "$OUT/$name/adapter" ] && return
   sed "$@" -e "s#^output_dir: .*#output_dir: $OUT/$name#" examples/train_quote.yaml > "$OUT/$name.yaml"
-  memagent train rl --config "$OUT/$name.yaml"
+  local resume=()
+  if [ -n "$from" ]; then
+    mkdir -p "$OUT/$name"
+    [ -d "$OUT/$name/checkpoint" ] || cp -r "$OUT/$from/checkpoint" "$OUT/$name/checkpoint"
+    resume=(--resume)
+  fi
+  memagent train rl --config "$OUT/$name.yaml" "${resume[@]}"
 }
 
 evaluate() {  # variant, length, then memagent eval options
@@ -26,11 +32,11 @@ evaluate() {  # variant, length, then memagent eval options
 }
 
 evaluate untrained 4k
-train warm -e 's/^steps: .*/steps: 0/'
+train warm "" -e 's/^steps: .*/steps: 0/'
 evaluate warm 4k --adapter "$OUT/warm/adapter"
-train warm_rl
+train warm_rl warm  # RL from the warm-started checkpoint
 evaluate warm_rl 4k --adapter "$OUT/warm_rl/adapter"
-train rl -e '/^warm_start:/d'
+train rl "" -e '/^warm_start:/d'
 evaluate rl 4k --adapter "$OUT/rl/adapter"
 for variant in untrained warm warm_rl rl; do
   adapter=()
