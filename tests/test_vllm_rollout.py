@@ -60,6 +60,10 @@ def test_weight_sync_replaces_the_engines_weights_and_its_cached_prefixes(checks
     assert checks["synced_logprob_gap"] < 1e-3
 
 
+def test_passage_scores_from_prompt_log_probs_are_the_learners_query_likelihoods(checks):
+    assert checks["score_gap_per_token"] < 0.01  # float32 on both sides, after the weight sync
+
+
 LORA_CHECKS = Path(__file__).with_name("vllm_lora_checks.py")
 LORA = {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 

@@ -4,7 +4,8 @@
 
 The reference is the transformers model in float32 (the learner's view): log-probabilities of the tokens vLLM
 sampled, greedy continuations, and the same after a weight sync of perturbed weights (the prompts are long
-enough to fill several KV-cache blocks, so a prefix cache kept across the sync would show).
+enough to fill several KV-cache blocks, so a prefix cache kept across the sync would show); the quote policy's
+passage scores from the engine's prompt log-probabilities against the reference's query likelihoods.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ def main(policy: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from memagent_graph.integrations.models.query_likelihood import (
+        passage_prompt_ids,
+        query_log_likelihoods,
+        question_ids,
+    )
     from memagent_graph.training.rl.learner import token_logprobs
     from memagent_graph.training.rollout.backends import Sampling
     from memagent_graph.training.rollout.vllm_backend import VLLMRollout
@@ -70,6 +76,14 @@ def main(policy: str) -> dict:
     result["synced_greedy_equal_reference"] = [g.response_ids for g in synced] == [
         greedy_reference(p, 16) for p in prompts
     ]
+    passages = ["Line 3: the grass is green and the sky is blue.", "The magic number is 41.", ""]
+    with torch.no_grad():
+        query = question_ids(rollout.encode, questions[0])
+        reference_scores = query_log_likelihoods(
+            reference, query, passage_prompt_ids(rollout.encode, passages), pad_id=rollout.tokenizer.pad_token_id
+        ).tolist()
+    scores = rollout.score_passages(questions[0], passages)
+    result["score_gap_per_token"] = max(abs(a - b) for a, b in zip(scores, reference_scores, strict=True)) / len(query)
     result["synced_greedy_changed"] = [g.response_ids for g in synced] != [g.response_ids for g in greedy]
     result["synced_logprob_gap"] = logprob_gap(synced, 1.0)
     return result

@@ -222,15 +222,6 @@ class RLConfig(BaseModel):
             )
         return self
 
-    @model_validator(mode="after")
-    def _quote_choices_need_a_scoring_backend(self) -> RLConfig:
-        if self.memory_policy == "quote" and self.rollout.backend != "transformers":
-            raise ValueError(
-                "memory_policy: quote scores passages in the rollout backend, which only rollout.backend: "
-                "transformers does so far"
-            )
-        return self
-
     @field_validator("prompts")
     @classmethod
     def _known_prompts(cls, prompts: str) -> str:

@@ -119,6 +119,25 @@ class VLLMRollout(ChatTokens):
             results.append(Generation(ids, logprobs, completion.finish_reason or "length"))
         return results
 
+    def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
+        """log p(question | passage) for each passage (`query_likelihood`, the quote policy's scores) from the
+        engine's prompt log-probabilities, under the synced weights (LoRA included)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from memagent_graph.integrations.models import query_likelihood
+
+        query = query_likelihood.question_ids(self.encode, question)
+        prompts = [prompt + query for prompt in query_likelihood.passage_prompt_ids(self.encode, passages)]
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False, lora_request=self._lora_request
+        )
+        return [
+            sum(output.prompt_logprobs[i][prompt[i]].logprob for i in range(len(prompt) - len(query), len(prompt)))
+            for prompt, output in zip(prompts, outputs, strict=True)
+        ]
+
     def sleep(self) -> None:
         """vLLM's sleep mode, level 1: weights offloaded to CPU memory, KV cache dropped (needs
         ``enable_sleep_mode=True``, which ``colocate: true`` sets)."""
