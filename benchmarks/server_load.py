@@ -2,7 +2,7 @@
 real ``langgraph dev`` serving this repository's graph, with the simulated OpenAI-compatible server (its own
 process: a fixed delay per call, unlimited slots, its ``/tokenize``) as the model.
 
-    python benchmarks/server_load.py [--runs 16] [--chunks 50] [--latency 0.05]
+    python benchmarks/server_load.py [--runs 16] [--chunks 50] [--latency 0.05] [--tokenizer server|local]
 
 Reports the seconds of one read, of the N together and their ratio (the goal: within 3x of one read when the
 model has the slots), whether every read answered its own needle, and the server's requests per read.
@@ -48,6 +48,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=16)
     parser.add_argument("--chunks", type=int, default=50, help="chunks per document")
     parser.add_argument("--latency", type=float, default=0.05, help="the model's seconds per call")
+    parser.add_argument(
+        "--tokenizer",
+        choices=("server", "local"),
+        default="server",
+        help="the server's /tokenize and /detokenize, or a local copy (MEMAGENT_TOKENIZER)",
+    )
+    parser.add_argument("--jobs", type=int, default=10, help="langgraph dev --n-jobs-per-worker (its default: 10)")
     args = parser.parse_args()
     tokenizer = benchmark_tokenizer()
     with tempfile.TemporaryDirectory() as folder:
@@ -60,11 +67,23 @@ def main() -> None:
             )
             (documents / f"doc{index}.txt").write_text(task.text, encoding="utf-8")
             tasks.append(task)
-        with _model_server(args.latency) as base_url, _langgraph_dev(Path(folder), base_url, documents) as url:
+        local = _local_tokenizer(Path(folder)) if args.tokenizer == "local" else None
+        with (
+            _model_server(args.latency) as base_url,
+            _langgraph_dev(Path(folder), base_url, documents, tokenizer=local, jobs=args.jobs) as url,
+        ):
             result = asyncio.run(_measure(url, tasks))
-    result.update(runs=args.runs, chunks=args.chunks, latency_s=args.latency)
+    result.update(runs=args.runs, chunks=args.chunks, latency_s=args.latency, tokenizer=args.tokenizer, jobs=args.jobs)
     print(result)
-    save("server_load", result)
+    save(f"server_load_{args.tokenizer}_tokenizer_{args.jobs}_jobs", result)
+
+
+def _local_tokenizer(folder: Path) -> Path:
+    """The benchmark tokenizer saved as a local folder for the server (the model server's own)."""
+    target = folder / "tokenizer"
+    target.mkdir()
+    benchmark_tokenizer()._backend.save(str(target / "tokenizer.json"))
+    return target
 
 
 async def _measure(url: str, tasks: list) -> dict:
@@ -108,7 +127,7 @@ def _model_server(latency: float) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _langgraph_dev(folder: Path, base_url: str, documents: Path) -> Iterator[str]:
+def _langgraph_dev(folder: Path, base_url: str, documents: Path, *, tokenizer: Path | None, jobs: int) -> Iterator[str]:
     shutil.copy(REPO / "langgraph.json", folder / "langgraph.json")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -122,8 +141,10 @@ def _langgraph_dev(folder: Path, base_url: str, documents: Path) -> Iterator[str
         "MEMAGENT_CHUNK_TOKENS": str(CHUNK_TOKENS),
         "MEMAGENT_MEMORY_TOKENS": "150",
         "MEMAGENT_ANSWER_TOKENS": "40",
+        **({"MEMAGENT_TOKENIZER": str(tokenizer)} if tokenizer is not None else {}),
     }
     command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    command += ["--n-jobs-per-worker", str(jobs)]
     log = (folder / "server.log").open("wb")
     with subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT) as process:
         try:

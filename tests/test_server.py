@@ -40,6 +40,7 @@ STARTUP_TIMEOUT_S = 60.0
 class DevServer:
     url: str
     log: Path
+    pid: int
 
 
 def _free_port() -> int:
@@ -87,7 +88,7 @@ def langgraph_dev(workdir: Path, **env: str) -> Iterator[DevServer]:
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_ready(url, process, log)
-        yield DevServer(url, log)
+        yield DevServer(url, log, process.pid)
     finally:
         watchdog.close()  # SIGTERM to the server's group, SIGKILL after 10 s
         process.wait()
@@ -251,3 +252,66 @@ def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint
             raise_error=False,
         )
     assert output.get("answer") == task.answer, output
+
+
+def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_needle(server, documents, tokenizer):
+    import asyncio
+
+    from langgraph_sdk import get_client
+
+    # depth 0.6: no needle of these seeds is cut by a chunk border (the rule model reads whole sentences only)
+    tasks = [needle_document(tokens=1200, tokenizer=tokenizer, seed=200 + i, depth=0.6) for i in range(16)]
+    for index, task in enumerate(tasks):
+        (documents / f"concurrent{index}.txt").write_text(task.text, encoding="utf-8")
+
+    async def read_all() -> list[dict]:
+        client = get_client(url=server.url)
+        return await asyncio.gather(
+            *(
+                client.runs.wait(None, "memagent", input={"question": t.question, "doc_id": f"concurrent{i}.txt"})
+                for i, t in enumerate(tasks)
+            )
+        )
+
+    outputs = asyncio.run(read_all())
+    assert [output["answer"] for output in outputs] == [task.answer for task in tasks]
+    for index, output in enumerate(outputs):  # no other thread's evidence reached this one's citations
+        assert {c["source"] for c in output["citations"]} == {str(documents / f"concurrent{index}.txt")}
+
+
+def test_a_cancelled_run_stops_calling_the_model_within_one_chunk(tmp_path, tokenizer, documents, task):
+    slow_document = needle_document(tokens=40 * 400, tokenizer=tokenizer, seed=11, depth=0.9)
+    (documents / "slow.txt").write_text(slow_document.text, encoding="utf-8")
+    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.2) as slow:
+        env = {"MEMAGENT_BASE_URL": slow.base_url, "MEMAGENT_DOCUMENTS_DIR": str(documents)}
+        with langgraph_dev(tmp_path, **env) as dev:
+            client = get_sync_client(url=dev.url)
+            thread = client.threads.create()
+            run = client.runs.create(
+                thread["thread_id"], "memagent", input={"question": slow_document.question, "doc_id": "slow.txt"}
+            )
+            deadline = time.monotonic() + 60
+            while len(slow.chat_requests()) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+            at_cancel = len(slow.chat_requests())
+            time.sleep(1.0)  # five more calls' time
+            after = len(slow.chat_requests())
+    assert 3 <= at_cancel < 40 and after - at_cancel <= 1
+
+
+def test_the_servers_memory_stays_bounded_over_two_hundred_stateless_runs(server, documents, tokenizer):
+    import psutil
+
+    small = needle_document(tokens=700, tokenizer=tokenizer, seed=5, depth=0.5)
+    client = get_sync_client(url=server.url)
+    process = psutil.Process(server.pid)
+    rss = {}
+    for index in range(200):
+        name = f"small{index}.txt"  # a new document each run: documents and graphs must be let go
+        (documents / name).write_text(small.text, encoding="utf-8")
+        output = client.runs.wait(None, "memagent", input={"question": small.question, "doc_id": name})
+        assert output["answer"] == small.answer
+        if index + 1 in (20, 200):
+            rss[index + 1] = process.memory_info().rss
+    assert rss[200] - rss[20] < 64 * 2**20, rss
