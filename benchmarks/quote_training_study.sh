@@ -34,7 +34,7 @@ evaluate() {  # variant, length, then memagent eval options
 evaluate untrained 4k
 train warm "" -e 's/^steps: .*/steps: 0/'
 evaluate warm 4k --adapter "$OUT/warm/adapter"
-train warm_rl warm  # RL from the warm-started checkpoint
+train warm_rl warm -e "s/^steps: .*/steps: 6/"  # RL from the warm-started checkpoint; 6 steps fit a session
 evaluate warm_rl 4k --adapter "$OUT/warm_rl/adapter"
 train rl "" -e '/^warm_start:/d'
 evaluate rl 4k --adapter "$OUT/rl/adapter"
