@@ -122,13 +122,17 @@ def update_memory(
         # tokenizer work may be blocking I/O (a server's /tokenize) and a policy without `awrite` is CPU-bound:
         # they run in worker threads, off the event loop
         read = await asyncio.to_thread(step.read, state)
-        if policy.awrite is None:
-            completions = await asyncio.to_thread(policy.write, read.requests, read.options, config)
-        else:
-            completions = await policy.awrite(read.requests, read.options, config)
+        completions = await _awrite(policy, read, config)
         return await asyncio.to_thread(step.finish, state, read, completions)
 
     return GraphNode(sync, async_, name="update_memory")
+
+
+async def _awrite(policy: MemoryPolicy, read: _Read, config: RunnableConfig) -> list[Completion]:
+    """The policy's memory updates, off the event loop when the policy has no `awrite` (CPU-bound work)."""
+    if policy.awrite is None:
+        return await asyncio.to_thread(policy.write, read.requests, read.options, config)
+    return await policy.awrite(read.requests, read.options, config)
 
 
 def merge_segments(
@@ -166,10 +170,7 @@ def merge_segments(
         view, parts = merge_view(state), await asyncio.to_thread(sections, state)
         for index, section in enumerate(parts):
             request = read(view, section, "".join(parts[index + 1 : index + 2]))
-            if policy.awrite is None:
-                completions = await asyncio.to_thread(policy.write, request.requests, request.options, config)
-            else:
-                completions = await policy.awrite(request.requests, request.options, config)
+            completions = await _awrite(policy, request, config)
             merged(view, await asyncio.to_thread(step.finish, view, request, completions))
         return merge_result(view)
 
