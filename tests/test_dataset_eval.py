@@ -98,6 +98,23 @@ def test_a_resume_with_other_settings_is_refused(memagent, server, tmp_path):
 
 
 @pytest.mark.integration
+def test_a_run_made_before_a_reading_option_existed_resumes_with_that_option_at_its_default(
+    memagent, server, tmp_path
+):
+    import json
+
+    path = write_format(tmp_path, "generic.jsonl", _rows(["code0", "code1"]))
+    assert _eval(memagent, server, path, tmp_path / "out", "--limit", "1").returncode == 0
+    settings = tmp_path / "out" / "settings.json"
+    older = json.loads(settings.read_text())
+    del older["reading"]["segments"]  # as written before `segments` was an option
+    settings.write_text(json.dumps(older))
+    assert _eval(memagent, server, path, tmp_path / "out", "--resume").returncode == 0
+    result = _eval(memagent, server, path, tmp_path / "out", "--resume", "--segments", "2")
+    assert result.returncode != 0 and "was run with other settings (reading)" in result.stderr
+
+
+@pytest.mark.integration
 def test_answers_already_in_the_output_folder_are_never_overwritten(memagent, server, tmp_path):
     path = write_format(tmp_path, "generic.jsonl", _rows(["code0"]))
     assert _eval(memagent, server, path, tmp_path / "out").returncode == 0

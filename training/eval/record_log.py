@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.errors import ConfigError
 
 R = TypeVar("R")
@@ -25,8 +26,7 @@ class RecordLog(Generic[R]):
             if not settings_path.is_file():
                 raise ConfigError(f"nothing to resume in {self.folder}: no settings.json (run without --resume)")
             saved = json.loads(settings_path.read_text(encoding="utf-8"))
-            if saved != settings:
-                changed = sorted(key for key in {*saved, *settings} if saved.get(key) != settings.get(key))
+            if changed := _changed(saved, settings):
                 raise ConfigError(
                     f"--resume: {self.folder} was run with other settings ({', '.join(changed)}); "
                     "run them again as they were, or use another --output-dir"
@@ -50,6 +50,16 @@ class RecordLog(Generic[R]):
         """Write one answer and flush it."""
         with self.path.open("a", encoding="utf-8") as file:
             file.write(json.dumps(asdict(record)) + "\n")
+
+
+def _changed(saved: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """The settings that differ; a reading option an older run's file lacks counts as its default (an option
+    added since, such as ``segments``, does not block resuming a run made before it)."""
+    reading, before = settings.get("reading"), saved.get("reading")
+    if isinstance(reading, dict) and isinstance(before, dict):
+        defaults = MemAgentConfig().model_dump(mode="json")
+        saved = {**saved, "reading": {**{k: defaults[k] for k in reading if k in defaults}, **before}}
+    return sorted(key for key in {*saved, *settings} if saved.get(key) != settings.get(key))
 
 
 def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
