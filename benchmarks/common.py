@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,33 @@ def benchmark_tokenizer() -> Tokenizer:
         from memagent_graph.testing import train_bpe_tokenizer
 
         return train_bpe_tokenizer(haystack_paragraphs(), vocab_size=16_384, name="haystack-bpe-16k")
+
+
+_SIMULATED_SERVER = """
+import sys, time
+sys.path.insert(0, {benchmarks!r})
+from common import benchmark_tokenizer
+from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
+with SimulatedOpenAIServer(tokenizer=benchmark_tokenizer(), delay_s={delay}, max_concurrency={slots}) as server:
+    print(server.base_url, flush=True)
+    time.sleep(1e9)
+"""
+
+
+@contextlib.contextmanager
+def simulated_server_process(*, delay_s: float, slots: int | None = None) -> Iterator[str]:
+    """The base URL of the simulated OpenAI-compatible server running in its own process (as a model server
+    does: its work does not share the client's interpreter), ``delay_s`` per call, ``slots`` calls at once."""
+    code = _SIMULATED_SERVER.format(benchmarks=str(Path(__file__).parent), delay=delay_s, slots=slots)
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            if not url:
+                raise SystemExit(f"the simulated server did not start (exit code {server.wait()})")
+            yield url
+        finally:
+            server.kill()
 
 
 def haystack_text(tokens: int, tokenizer: Tokenizer) -> str:

@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from common import benchmark_tokenizer, save
+from common import benchmark_tokenizer, save, simulated_server_process
 from langchain_core.language_models import BaseChatModel
 from tqdm import tqdm
 
@@ -59,31 +56,11 @@ def main() -> None:
         save(f"segments_accuracy_{args.model}", accuracy(args))
 
 
-_SERVER = """
-import sys, time
-sys.path.insert(0, {benchmarks!r})
-from common import benchmark_tokenizer
-from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
-with SimulatedOpenAIServer(tokenizer=benchmark_tokenizer(), delay_s={delay}, max_concurrency={slots}) as server:
-    print(server.base_url, flush=True)
-    time.sleep(1e9)
-"""
-
-
 @contextlib.contextmanager
 def _simulated(args: argparse.Namespace, tokenizer: Tokenizer) -> Iterator[BaseChatModel]:
-    """A client of the simulated server, which runs in its own process (as a model server does: its work does
-    not share the client's interpreter)."""
-    code = _SERVER.format(benchmarks=str(Path(__file__).parent), delay=args.latency, slots=args.slots)
-    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
-        try:
-            assert server.stdout is not None
-            url = server.stdout.readline().strip()
-            if not url:
-                raise SystemExit(f"the simulated server did not start (exit code {server.wait()})")
-            yield openai_compatible(url, "rule-model", tokenizer=tokenizer)
-        finally:
-            server.kill()
+    """A client of the simulated server in its own process."""
+    with simulated_server_process(delay_s=args.latency, slots=args.slots) as url:
+        yield openai_compatible(url, "rule-model", tokenizer=tokenizer)
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:

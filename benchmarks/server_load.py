@@ -24,23 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from common import benchmark_tokenizer, save
+from common import benchmark_tokenizer, save, simulated_server_process
 from langgraph_sdk import get_client
 
 from memagent_graph.documents.haystack import needle_document
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK_TOKENS = 400
-
-_MODEL_SERVER = """
-import sys, time
-sys.path.insert(0, {benchmarks!r})
-from common import benchmark_tokenizer
-from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
-with SimulatedOpenAIServer(tokenizer=benchmark_tokenizer(), delay_s={delay}) as server:
-    print(server.base_url, flush=True)
-    time.sleep(1e9)
-"""
 
 
 def main() -> None:
@@ -69,7 +59,7 @@ def main() -> None:
             tasks.append(task)
         local = _local_tokenizer(Path(folder)) if args.tokenizer == "local" else None
         with (
-            _model_server(args.latency) as base_url,
+            simulated_server_process(delay_s=args.latency) as base_url,
             _langgraph_dev(Path(folder), base_url, documents, tokenizer=local, jobs=args.jobs) as url,
         ):
             result = asyncio.run(_measure(url, tasks))
@@ -110,20 +100,6 @@ async def _measure(url: str, tasks: list) -> dict:
         "ratio": round(together / one, 2),
         "all_right": right and all(ok for ok, _ in outcomes),
     }
-
-
-@contextlib.contextmanager
-def _model_server(latency: float) -> Iterator[str]:
-    code = _MODEL_SERVER.format(benchmarks=str(Path(__file__).parent), delay=latency)
-    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as server:
-        try:
-            assert server.stdout is not None
-            url = server.stdout.readline().strip()
-            if not url:
-                raise SystemExit(f"the simulated server did not start (exit code {server.wait()})")
-            yield url
-        finally:
-            server.kill()
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
+from test_agent import FailAt  # a model that fails once, at its N-th call
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.documents.haystack import needle_document
@@ -102,16 +103,6 @@ def test_max_concurrency_bounds_the_segments_read_at_once(tokenizer, long_needle
             {"question": long_needle.question, "doc_id": "doc"}, {"max_concurrency": 2, "recursion_limit": 100}
         )
     assert out["answer"] == long_needle.answer and server.max_in_flight == 2
-
-
-class FailAt(RuleMemoryModel):
-    fail_at: int = -1
-
-    def _reply(self, messages, options):
-        if len(self.calls) == self.fail_at:
-            self.fail_at = -1
-            raise ModelError("simulated outage")
-        return super()._reply(messages, options)
 
 
 def test_a_failed_segmented_read_resumes_every_segment_without_resending_a_chunk(tokenizer, long_needle):
