@@ -48,12 +48,14 @@ def main() -> None:
     parser.add_argument("--tasks", help=f"default: {','.join(TASKS)}; simulated: {','.join(SIMULATED_TASKS)}")
     parser.add_argument("--lengths", default="16k,64k")
     parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--output", help="accuracy: result name (default segments_accuracy_<model>)")
     args = parser.parse_args()
+    args.output = args.output or f"segments_accuracy_{args.model}"
     args.tasks = args.tasks or ",".join(TASKS if args.model == "embedded" else SIMULATED_TASKS)
     if args.part == "latency":
         save(f"segments_latency_{args.slots}_slots", latency(args))
     else:
-        save(f"segments_accuracy_{args.model}", accuracy(args))
+        accuracy(args)
 
 
 @contextlib.contextmanager
@@ -95,11 +97,12 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     return {"latency_s": args.latency, "slots": args.slots, "rows": rows}
 
 
-def accuracy(args: argparse.Namespace) -> dict[str, Any]:
+def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
     """RULER match (%) of sequential and segmented reads of the same held-out documents, per task and length:
     the task suite's families on the embedded engine; on the simulated server, whose rule model knows only "The
     special magic X is Y." facts, a needle at a random depth and an updated needle (the same key twice, the
-    later value the answer: the merge must keep document order)."""
+    later value the answer: the merge must keep document order). Saved after every cell, so a long run stopped
+    early keeps what it measured."""
     with _accuracy_model(args) as (model, tokenizer, config):
         cells = []
         for length in args.lengths.split(","):
@@ -117,7 +120,8 @@ def accuracy(args: argparse.Namespace) -> dict[str, Any]:
                     cell[f"P={count} s/doc"] = round((time.perf_counter() - started) / len(tasks), 2)
                 print(cell, flush=True)
                 cells.append(cell)
-    return {"model": args.model, "segments": args.segments, "cells": cells}
+                save(args.output, {"model": args.model, "segments": args.segments, "cells": cells})
+    return cells
 
 
 def _task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer) -> Task:

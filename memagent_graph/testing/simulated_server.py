@@ -75,6 +75,9 @@ class SimulatedOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as model servers answer: a client reuses its connections
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between
+
             def log_message(self, *args: Any) -> None:
                 pass
 
