@@ -27,7 +27,10 @@ import httpx
 from common import benchmark_tokenizer, save, simulated_server_process
 from langgraph_sdk import get_client
 
-from memagent_graph.documents.haystack import needle_document
+from memagent_graph import TextDocument
+from memagent_graph.documents.chunking import chunk_document
+from memagent_graph.documents.haystack import NeedleTask, needle_document
+from memagent_graph.documents.tokenization import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK_TOKENS = 400
@@ -44,19 +47,15 @@ def main() -> None:
         default="server",
         help="the server's /tokenize and /detokenize, or a local copy (MEMAGENT_TOKENIZER)",
     )
-    parser.add_argument("--jobs", type=int, default=10, help="langgraph dev --n-jobs-per-worker (its default: 10)")
+    parser.add_argument("--jobs", type=int, default=16, help="langgraph dev --n-jobs-per-worker (runs at once)")
     args = parser.parse_args()
     tokenizer = benchmark_tokenizer()
     with tempfile.TemporaryDirectory() as folder:
         documents = Path(folder) / "documents"
         documents.mkdir()
-        tasks = []
-        for index in range(args.runs):
-            task = needle_document(
-                tokens=args.chunks * CHUNK_TOKENS - 50, tokenizer=tokenizer, seed=100 + index, depth=0.5
-            )
+        tasks = _needle_tasks(args.runs, tokens=args.chunks * CHUNK_TOKENS - 50, tokenizer=tokenizer)
+        for index, task in enumerate(tasks):
             (documents / f"doc{index}.txt").write_text(task.text, encoding="utf-8")
-            tasks.append(task)
         local = _local_tokenizer(Path(folder)) if args.tokenizer == "local" else None
         with (
             simulated_server_process(delay_s=args.latency) as base_url,
@@ -66,6 +65,20 @@ def main() -> None:
     result.update(runs=args.runs, chunks=args.chunks, latency_s=args.latency, tokenizer=args.tokenizer, jobs=args.jobs)
     print(result)
     save(f"server_load_{args.tokenizer}_tokenizer_{args.jobs}_jobs", result)
+
+
+def _needle_tasks(runs: int, *, tokens: int, tokenizer: Tokenizer) -> list[NeedleTask]:
+    """``runs`` needle documents (seeds from 100 on) whose needle no chunk border cuts: the simulated server's
+    rule model reads whole sentences only, so a cut needle would be lost whatever the server does."""
+    tasks: list[NeedleTask] = []
+    seed = 100
+    while len(tasks) < runs:
+        task = needle_document(tokens=tokens, tokenizer=tokenizer, seed=seed, depth=0.5)
+        chunked = chunk_document(TextDocument(task.text), tokenizer, CHUNK_TOKENS)
+        if any(f"is {task.answer}." in chunked.chunk_text(i) for i in range(chunked.num_chunks)):
+            tasks.append(task)
+        seed += 1
+    return tasks
 
 
 def _local_tokenizer(folder: Path) -> Path:

@@ -27,7 +27,7 @@ from pathlib import Path
 from langgraph.graph.state import CompiledStateGraph
 
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.documents.registry import DocumentRegistry
+from memagent_graph.documents.registry import DEFAULT_MAX_CACHED, DocumentRegistry
 from memagent_graph.errors import ConfigError
 from memagent_graph.graph import create_memagent
 from memagent_graph.integrations.model_choice import choose_model, reading_config
@@ -44,11 +44,22 @@ def config_from_env() -> MemAgentConfig:
 
 
 def documents_from_env() -> DocumentRegistry:
-    """A registry that reads files by relative path under ``MEMAGENT_DOCUMENTS_DIR`` (else the working directory)."""
+    """A registry that reads files by relative path under ``MEMAGENT_DOCUMENTS_DIR`` (else the working directory),
+    caching a chunked document for every run the server runs at once (``N_JOBS_PER_WORKER``)."""
     root = Path(os.environ.get("MEMAGENT_DOCUMENTS_DIR") or os.getcwd()).expanduser()
     if not root.is_dir():
         raise ConfigError(f"MEMAGENT_DOCUMENTS_DIR={str(root)!r} is not a folder; point it at the documents to serve")
-    return DocumentRegistry(allowed_root=root)
+    # a server's runs hold no reference to their document between steps (the state carries only its id): a
+    # cache smaller than the runs at once would chunk a document again at every step of every read
+    return DocumentRegistry(allowed_root=root, max_cached=max(DEFAULT_MAX_CACHED, _concurrent_runs()))
+
+
+def _concurrent_runs() -> int:
+    """How many runs the LangGraph server runs at once (its ``N_JOBS_PER_WORKER``, default 10)."""
+    value = os.environ.get("N_JOBS_PER_WORKER", "10")
+    if not value.isdigit():
+        raise ConfigError(f"N_JOBS_PER_WORKER={value!r} is not a whole number; set it to the runs to run at once")
+    return int(value)
 
 
 def build_graph() -> CompiledStateGraph:

@@ -4,6 +4,8 @@ import pytest
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.config import RetrySettings
+from memagent_graph.documents.haystack import needle_document
+from memagent_graph.documents.tokenization import VLLMServerTokenizer
 from memagent_graph.errors import (
     ConfigError,
     EndpointUnreachableError,
@@ -116,6 +118,23 @@ async def test_without_a_cap_requests_run_concurrently(tokenizer, needle):
         agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer)
         await agent.abatch([needle.question] * 6, TextDocument(needle.text), max_concurrency=6)
     assert server.max_in_flight > 2
+
+
+async def test_abatch_of_sixteen_documents_reads_them_at_once_each_answering_its_own(tokenizer):
+    # depth 0.6: no needle of these seeds is cut by a chunk border (the rule model reads whole sentences only)
+    tasks = [needle_document(tokens=1600, tokenizer=tokenizer, seed=200 + i, depth=0.6) for i in range(16)]
+    documents = [TextDocument(task.text, doc_id=f"doc{i}") for i, task in enumerate(tasks)]
+    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.05) as server:
+        remote = VLLMServerTokenizer(server.base_url, server.model_name)  # every tokenizer call is seen
+        model = openai_compatible(server.base_url, server.model_name, tokenizer=remote)
+        agent = MemAgent(model, config=CONFIG, tokenizer=remote)
+        results = await agent.abatch([t.question for t in tasks], documents, max_concurrency=16)
+    assert [r.answer for r in results] == [t.answer for t in tasks]
+    assert [{c["doc_id"] for c in r.citations} for r in results] == [{f"doc{i}"} for i in range(16)]
+    assert server.max_in_flight >= 8
+    prompts = [body["prompt"] for path, body in server.requests if path == "/tokenize"]
+    for task in tasks:  # each document is tokenized for its chunks once and read back once
+        assert sum(task.answer in p and len(p) > 1000 for p in prompts) <= 2, task.answer
 
 
 def test_requests_per_second_paces_the_calls(tokenizer):

@@ -68,13 +68,15 @@ def _wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> 
 
 
 @contextmanager
-def langgraph_dev(workdir: Path, **env: str) -> Iterator[DevServer]:
-    """Serve the repository's langgraph.json from ``workdir`` (its .langgraph_api/ and log stay there)."""
+def langgraph_dev(workdir: Path, *, jobs: int | None = None, **env: str) -> Iterator[DevServer]:
+    """Serve the repository's langgraph.json from ``workdir`` (its .langgraph_api/ and log stay there), running
+    ``jobs`` runs at once (``--n-jobs-per-worker``)."""
     shutil.copy(REPO / "langgraph.json", workdir / "langgraph.json")
     port, log = _free_port(), workdir / "server.log"
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
     quiet = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
+    command += ["--n-jobs-per-worker", str(jobs)] if jobs is not None else []
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*command, "--host", "127.0.0.1", "--port", str(port)],
@@ -133,6 +135,10 @@ def test_bad_budgets_and_folders_in_the_environment_are_refused(clean_env, tmp_p
         entry.config_from_env()
     clean_env.setenv("MEMAGENT_DOCUMENTS_DIR", str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="is not a folder"):
+        entry.documents_from_env()
+    clean_env.setenv("MEMAGENT_DOCUMENTS_DIR", str(tmp_path))
+    clean_env.setenv("N_JOBS_PER_WORKER", "lots")
+    with pytest.raises(ConfigError, match="N_JOBS_PER_WORKER='lots' is not a whole number"):
         entry.documents_from_env()
 
 
@@ -254,18 +260,20 @@ def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint
     assert output.get("answer") == task.answer, output
 
 
-def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_needle(server, documents, tokenizer):
+def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_needle(
+    tmp_path, tokenizer, documents
+):
     import asyncio
 
     from langgraph_sdk import get_client
 
     # depth 0.6: no needle of these seeds is cut by a chunk border (the rule model reads whole sentences only)
-    tasks = [needle_document(tokens=1200, tokenizer=tokenizer, seed=200 + i, depth=0.6) for i in range(16)]
+    tasks = [needle_document(tokens=1600, tokenizer=tokenizer, seed=200 + i, depth=0.6) for i in range(16)]
     for index, task in enumerate(tasks):
         (documents / f"concurrent{index}.txt").write_text(task.text, encoding="utf-8")
 
-    async def read_all() -> list[dict]:
-        client = get_client(url=server.url)
+    async def read_all(url: str) -> list[dict]:
+        client = get_client(url=url)
         return await asyncio.gather(
             *(
                 client.runs.wait(None, "memagent", input={"question": t.question, "doc_id": f"concurrent{i}.txt"})
@@ -273,10 +281,18 @@ def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_need
             )
         )
 
-    outputs = asyncio.run(read_all())
+    # the model's own /tokenize: every tokenizer call of the server is seen
+    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.05) as model:
+        env = {"MEMAGENT_BASE_URL": model.base_url, "MEMAGENT_DOCUMENTS_DIR": str(documents)}
+        with langgraph_dev(tmp_path, jobs=16, **env) as dev:
+            outputs = asyncio.run(read_all(dev.url))
     assert [output["answer"] for output in outputs] == [task.answer for task in tasks]
     for index, output in enumerate(outputs):  # no other thread's evidence reached this one's citations
         assert {c["source"] for c in output["citations"]} == {str(documents / f"concurrent{index}.txt")}
+    assert model.max_in_flight >= 8  # the reads ran at once, not one after another
+    for task in tasks:  # each document is tokenized for its chunks once and read back once, not again per step
+        prompts = [body["prompt"] for path, body in model.requests if path == "/tokenize"]
+        assert sum(task.answer in p and len(p) > 1000 for p in prompts) <= 2, task.answer
 
 
 def test_a_cancelled_run_stops_calling_the_model_within_one_chunk(tmp_path, tokenizer, documents, task):

@@ -32,6 +32,7 @@ from memagent_graph.errors import DocumentAccessError, DocumentNotFoundError
 log = logging.getLogger(__name__)
 
 _ChunkKey = tuple[str, str, int]  # (doc_id, tokenizer name, chunk tokens)
+DEFAULT_MAX_CACHED = 8
 
 
 class DocumentRegistry:
@@ -43,7 +44,7 @@ class DocumentRegistry:
         documents: Mapping[str, DocumentSource] | Iterable[DocumentSource] | None = None,
         *,
         allowed_root: str | os.PathLike[str] | None = None,
-        max_cached: int = 8,
+        max_cached: int = DEFAULT_MAX_CACHED,
         max_one_off: int = 32,
         index_dir: str | os.PathLike[str] | None = None,
     ) -> None:
