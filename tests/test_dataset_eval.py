@@ -98,9 +98,7 @@ def test_a_resume_with_other_settings_is_refused(memagent, server, tmp_path):
 
 
 @pytest.mark.integration
-def test_a_run_made_before_a_reading_option_existed_resumes_with_that_option_at_its_default(
-    memagent, server, tmp_path
-):
+def test_a_run_made_before_a_reading_option_existed_resumes_with_that_option_at_its_default(memagent, server, tmp_path):
     import json
 
     path = write_format(tmp_path, "generic.jsonl", _rows(["code0", "code1"]))

@@ -260,9 +260,7 @@ def test_the_endpoints_tokenize_route_serves_without_blocking(tmp_path, endpoint
     assert output.get("answer") == task.answer, output
 
 
-def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_needle(
-    tmp_path, tokenizer, documents
-):
+def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_needle(tmp_path, tokenizer, documents):
     import asyncio
 
     from langgraph_sdk import get_client
