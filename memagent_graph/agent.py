@@ -440,7 +440,7 @@ class _RunRecord:
         self.values: dict[str, Any] = {}
         self.segments: dict[int, Segment] = {}
         self.steps: list[StepRecord] = []
-        self.step_lists: list[list[StepRecord]] = []
+        self.step_lists: list[list[StepRecord | None]] = []
 
     def stop_if_asked(self, stop: threading.Event | None, mode: str, data: Any, config: RunnableConfig) -> None:
         """Raise `ReadStopped` at the first safe point after ``stop`` is set: once a chunk's memory update is
@@ -475,6 +475,8 @@ class _RunRecord:
             self.segments[segment["index"]] = segment
             if "last_step" in segment:
                 self.steps.append(segment["last_step"])
+            if "last_steps" in segment:
+                self.step_lists.append(segment["last_steps"])
 
     def result(self, num_chunks: int, config: RunnableConfig, started: float) -> MemAgentResult:
         return MemAgentResult(
@@ -491,11 +493,12 @@ class _RunRecord:
         )
 
     def results(self, count: int, num_chunks: int, config: RunnableConfig, started: float) -> list[MemAgentResult]:
-        """One result per question of a lockstep run (usage counted from each question's own steps)."""
+        """One result per question of a lockstep run (usage counted from each question's own steps; a merge round
+        of parallel segments has none for a question it made no call for)."""
         elapsed = round(time.perf_counter() - started, 4)
         results = []
         for index in range(count):
-            steps = [record[index] for record in self.step_lists]
+            steps = [step for record in self.step_lists if (step := record[index]) is not None]
             usage: Usage = {
                 "calls": len(steps),
                 "prompt_tokens": sum(s["prompt_tokens"] for s in steps),

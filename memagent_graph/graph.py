@@ -5,8 +5,8 @@ question or for many read in lockstep (the same nodes; `memagent_graph.nodes.que
 rewrites the memory, one superstep (one checkpoint) per chunk.
 
 With ``MemAgentConfig(segments=P)`` (P > 1) the read is split into P parallel segments, merged by one more
-pass before the answer: ``read_chunk -> read_segment x P -> join_segments -> ... -> merge_segments ->
-final_answer`` (`memagent_graph.nodes.segments`).
+pass before the answer: ``read_chunk -> read_segment x P -> join_segments -> ... -> merge_segments -> ... ->
+final_answer`` (`memagent_graph.nodes.segments`), for one question or in lockstep.
 
 `build_memagent_graph` returns the uncompiled `StateGraph` (choose your own checkpointer, store, name);
 `create_memagent` compiles it. The model, tokenizer, prompts and documents are fixed at build time;
@@ -15,6 +15,7 @@ per-run overrides travel in the JSON-only context (`RunSettings`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -31,7 +32,7 @@ from memagent_graph.nodes.memory_policy import MemoryPolicy
 from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION
 from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
-from memagent_graph.nodes.segments import read_segment, segment_sends
+from memagent_graph.nodes.segments import merge_left, read_segment, segment_sends
 from memagent_graph.nodes.update_memory import merge_segments
 from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
 
@@ -66,11 +67,6 @@ def build_memagent_graph(
             f"lockstep reading cannot use `memory_policy` {config.memory_policy!r}: it reads one question at a "
             "time; ask the questions one at a time (MemAgent.batch) or use `memory_policy` 'generate'"
         )
-    if many_questions and config.segments > 1:
-        raise ConfigError(
-            f"lockstep reading cannot use `segments` ({config.segments}) yet: ask the questions one at a time "
-            "(MemAgent.batch) or read them in lockstep with segments=1"
-        )
     if many_questions:
         questions = MANY_QUESTIONS
         builder = StateGraph(LockstepState, context_schema=RunSettings, input_schema=LockstepInput)
@@ -104,14 +100,14 @@ def build_memagent_graph(
     builder.add_edge(START, "read_chunk")
     builder.add_edge("final_answer", END)
     if config.segments > 1:
-        merge = merge_segments(model, documents, tokenizer, memagent_config=config, policy=policy)
-        builder.add_node("read_segment", read_segment(update))
+        merge = merge_segments(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions)
+        builder.add_node("read_segment", read_segment(update, questions))
         builder.add_node("join_segments", _end_of_round)
         builder.add_node("merge_segments", merge)
         builder.add_conditional_edges("read_chunk", segment_sends, ["read_segment", "merge_segments"])
         builder.add_edge("read_segment", "join_segments")
         builder.add_conditional_edges("join_segments", segment_sends, ["read_segment", "merge_segments"])
-        builder.add_edge("merge_segments", "final_answer")
+        builder.add_conditional_edges("merge_segments", merge_left, ["merge_segments", "final_answer"])
         return builder
     builder.add_node("update_memory", update)
     builder.add_conditional_edges("read_chunk", _more_chunks, ["update_memory", "final_answer"])
@@ -119,8 +115,10 @@ def build_memagent_graph(
     return builder
 
 
-def _end_of_round(state: MemAgentState) -> dict[str, Any]:
-    """A round of segment reads is over (its own superstep: the next round is sent once, not once per segment)."""
+def _end_of_round(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A round of segment reads is over (its own superstep: the next round is sent once, not once per segment).
+    Typed as a plain mapping: LangGraph would read a state class here as this node's input schema, and its
+    router would see only that class's keys (a lockstep read's ``questions`` would be dropped)."""
     return {}
 
 

@@ -61,17 +61,21 @@ class Usage(TypedDict):
 
 
 class Segment(TypedDict):
-    """One segment's read: its chunks ``start``..``end`` (exclusive), the next one to read, its own memory,
-    evidence and usage, and its latest step."""
+    """One segment's read: its chunks ``start``..``end`` (exclusive), the next one to read, its usage, and its
+    own memory, evidence and latest step under the read's keys (one question: ``memory``, ``evidence``,
+    ``last_step``; lockstep: ``memories``, ``evidences``, ``last_steps``)."""
 
     index: int
     start: int
     end: int
     cursor: int
-    memory: str
-    evidence: list[MemorySpan]
     usage: Usage
+    memory: NotRequired[str]
+    evidence: NotRequired[list[MemorySpan]]
     last_step: NotRequired[StepRecord]
+    memories: NotRequired[list[str]]
+    evidences: NotRequired[list[list[MemorySpan]]]
+    last_steps: NotRequired[list[StepRecord | None]]
 
 
 def merge_segment_updates(current: list[Segment] | None, update: list[Segment]) -> list[Segment]:
@@ -121,6 +125,9 @@ class MemAgentState(InputState, total=False):
     unsupported: list[str]
     segments: Annotated[list[Segment], merge_segment_updates]
     """The parallel segments' reads (``MemAgentConfig.segments`` > 1; `memagent_graph.nodes.segments`)."""
+    merge_round: int
+    merge_rounds: int
+    """With segments: the merge pass's rounds done and to do (one superstep each)."""
 
 
 class LockstepInput(TypedDict):
@@ -143,12 +150,15 @@ class LockstepState(LockstepInput, total=False):
     memories: list[str]
     evidences: list[list[MemorySpan]]
     started_at: float
-    last_steps: list[StepRecord]
+    last_steps: list[StepRecord | None]
     usage: Usage
     answers: list[str]
     answer_sources: list[str]
     citations: list[list[Source]]
     unsupported: list[list[str]]
+    segments: Annotated[list[Segment], merge_segment_updates]
+    merge_round: int
+    merge_rounds: int
 
 
 @dataclass(frozen=True)

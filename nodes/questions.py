@@ -35,10 +35,18 @@ class Questions(Protocol):
         """The state update that starts a read: empty memories, no answers."""
         ...
 
-    def memory_update(
-        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    def memory_state(
+        self,
+        memories: Sequence[str],
+        evidence: Sequence[list[MemorySpan]],
+        steps: Sequence[StepRecord | None] | None = None,
     ) -> dict[str, Any]:
-        """The state update after a memory update (one memory, step record and span list per question)."""
+        """The state keys holding these memories and their spans (one per question), and with ``steps`` each
+        question's latest step record (None: no call for that question in this step)."""
+        ...
+
+    def steps(self, update: Mapping[str, Any]) -> list[StepRecord | None]:
+        """The latest step record of each question in a state update."""
         ...
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
@@ -68,11 +76,18 @@ class OneQuestion:
     def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
         return {"memory": "", "evidence": [], "answer": "", "citations": [], "unsupported": []}
 
-    def memory_update(
-        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    def memory_state(
+        self,
+        memories: Sequence[str],
+        evidence: Sequence[list[MemorySpan]],
+        steps: Sequence[StepRecord | None] | None = None,
     ) -> dict[str, Any]:
-        [memory], [step], [spans] = memories, steps, evidence
-        return {"memory": memory.text, "last_step": step, "evidence": spans}
+        [memory], [spans] = memories, evidence
+        step = {"last_step": steps[0]} if steps and steps[0] is not None else {}
+        return {"memory": memory, "evidence": spans, **step}
+
+    def steps(self, update: Mapping[str, Any]) -> list[StepRecord | None]:
+        return [update.get("last_step")]
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
         [memory] = memories
@@ -94,7 +109,8 @@ class OneQuestion:
 @dataclass(frozen=True)
 class ManyQuestions:
     """Q questions in lockstep: list keys of length Q (``questions``, ``memories``, ``answers``,
-    ``answer_sources``, ``last_steps``), replaced at each step, never growing."""
+    ``answer_sources``, ``last_steps``), replaced at each step, never growing; a lockstep merge of parallel
+    segments leaves None in ``last_steps`` for a question it made no call for in that step."""
 
     def questions(self, state: Mapping[str, Any]) -> list[str]:
         return list(state["questions"])
@@ -116,10 +132,20 @@ class ManyQuestions:
             "unsupported": [],
         }
 
-    def memory_update(
-        self, memories: Sequence[BudgetedMemory], steps: Sequence[StepRecord], evidence: Sequence[list[MemorySpan]]
+    def memory_state(
+        self,
+        memories: Sequence[str],
+        evidence: Sequence[list[MemorySpan]],
+        steps: Sequence[StepRecord | None] | None = None,
     ) -> dict[str, Any]:
-        return {"memories": [m.text for m in memories], "last_steps": list(steps), "evidences": list(evidence)}
+        return {
+            "memories": list(memories),
+            "evidences": list(evidence),
+            **({"last_steps": list(steps)} if steps is not None else {}),
+        }
+
+    def steps(self, update: Mapping[str, Any]) -> list[StepRecord | None]:
+        return list(update.get("last_steps") or [None] * len(update["memories"]))
 
     def progress(self, memories: Sequence[BudgetedMemory]) -> dict[str, Any]:
         return {"memory_tokens": [m.tokens for m in memories], "memory": [m.text for m in memories]}

@@ -17,9 +17,11 @@ _RECURSION_SLACK = 8
 def minimum_recursion_limit(num_chunks: int, *, segments: int = 1) -> int:
     """The least superstep budget that completes a read of ``num_chunks`` chunks: one per chunk, one to open
     the read, one for the answer, one for the input (measured); in ``segments`` > 1, two per round (the
-    segments' reads and the round's end) and one for the merge. `recursion_limit_for` covers both."""
+    segments' reads and the round's end) and one per merge round (at most one per segment: a memory is shorter
+    than a chunk). `recursion_limit_for` covers both."""
     if segments > 1:
-        return 2 * -(-num_chunks // min(segments, max(num_chunks, 1))) + 4
+        count = min(segments, max(num_chunks, 1))
+        return 2 * -(-num_chunks // count) + 3 + count
     return num_chunks + 3
 
 

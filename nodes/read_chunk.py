@@ -67,7 +67,7 @@ def _open(
     check the document and go on."""
     if _fresh(state):
         check_recursion_limit(doc.num_chunks, config["recursion_limit"], segments=segments)
-        split = {"segments": Overwrite(split_segments(doc.num_chunks, segments))} if segments > 1 else {}
+        split = _split(state, doc.num_chunks, questions, segments) if segments > 1 else {}
         return {
             **split,
             **questions.fresh(state),
@@ -80,6 +80,13 @@ def _open(
         }
     check_same_document(state, doc)
     return {}
+
+
+def _split(state: Mapping[str, Any], num_chunks: int, questions: Questions, segments: int) -> dict[str, Any]:
+    """A fresh read's parallel segments, each with empty memories, and its merge not begun."""
+    count = len(questions.questions(state))
+    empty = questions.memory_state([""] * count, [[] for _ in range(count)])
+    return {"segments": Overwrite(split_segments(num_chunks, segments, empty=empty)), "merge_round": 0}
 
 
 def check_same_document(state: Mapping[str, Any], doc: ChunkedDocument) -> None:

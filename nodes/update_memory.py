@@ -27,7 +27,7 @@ from memagent_graph.nodes.policy_registry import build_memory_policy
 from memagent_graph.nodes.provenance import ReadChunk, trace_memory
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
 from memagent_graph.nodes.read_chunk import check_same_document
-from memagent_graph.nodes.segments import MERGE_ORIGIN, merge_result, merge_sections, merge_view, merged
+from memagent_graph.nodes.segments import MERGE_ORIGIN, MergeRound, merge_round, merge_update, merge_view
 from memagent_graph.state import PROGRESS_EVENT, StepRecord
 
 READ_AHEAD_CHARS = 512
@@ -92,7 +92,7 @@ class _MemoryStep:
         emit_progress(state, **self.questions.progress(memories))
         steps = [memory_step(read.chunk.index, c, m) for c, m in zip(completions, memories, strict=True)]
         return {
-            **self.questions.memory_update(memories, steps, evidence),
+            **self.questions.memory_state([memory.text for memory in memories], evidence, steps),
             "cursor": read.chunk.index + 1,
             "usage": add_usage(state.get("usage"), completions),
         }
@@ -142,37 +142,46 @@ def merge_segments(
     *,
     memagent_config: MemAgentConfig,
     policy: MemoryPolicy | None = None,
+    questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
-    """Build the node that merges parallel segments (`memagent_graph.nodes.segments`): the segments' memories,
-    in document order, packed into chunk-sized sections, are read as one more pass by the same policy and prompt
-    from an empty memory; the merged memory's spans keep their segments' sources."""
+    """Build the node that merges parallel segments (`memagent_graph.nodes.segments`), one round per superstep:
+    each question's segment memories, in document order, packed into chunk-sized sections, are read as one more
+    pass by the same policy and prompt from an empty memory (the questions with a section left in one batched
+    call); the merged memory's spans keep their segments' sources."""
     policy = policy or build_memory_policy(model, tokenizer, memagent_config)
     sanitizer = Sanitizer.for_reading(memagent_config.prompts, tokenizer)
-    step = _MemoryStep(documents, tokenizer, memagent_config, ONE_QUESTION, sanitizer)
+    step = _MemoryStep(documents, tokenizer, memagent_config, questions, sanitizer)
 
-    def sections(state: Mapping[str, Any]) -> list[str]:
-        memories = [segment["memory"] for segment in state["segments"]]
-        return merge_sections(memories, tokenizer, chunk_tokens=memagent_config.chunk_tokens)
-
-    def read(view: Mapping[str, Any], section: str, following: str) -> _Read:
-        request = MemoryRequest(view["question"], view["memory"], section, following[:READ_AHEAD_CHARS])
-        chunk = ReadChunk(view["doc_id"], view["cursor"], "", MERGE_ORIGIN, None)
-        return _Read([request], chunk, call_options(memagent_config, budget="memory_tokens"))
+    def plan(state: Mapping[str, Any]) -> tuple[MergeRound, dict[str, Any], _Read | None]:
+        round_ = merge_round(state, questions, tokenizer, chunk_tokens=memagent_config.chunk_tokens)
+        if not round_.active:
+            return round_, {}, None
+        asked = questions.questions(state)
+        requests = [
+            MemoryRequest(
+                asked[q],
+                round_.memories[q],
+                round_.sections[q][round_.index],
+                "".join(round_.sections[q][round_.index + 1 : round_.index + 2])[:READ_AHEAD_CHARS],
+            )
+            for q in round_.active
+        ]
+        chunk = ReadChunk(state["doc_id"], state["num_chunks"] - 1, "", MERGE_ORIGIN, None)
+        view = merge_view(state, questions, round_)
+        return round_, view, _Read(requests, chunk, call_options(memagent_config, budget="memory_tokens"))
 
     def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        view, parts = merge_view(state), sections(state)
-        for index, section in enumerate(parts):
-            request = read(view, section, "".join(parts[index + 1 : index + 2]))
-            merged(view, step.finish(view, request, policy.write(request.requests, request.options, config)))
-        return merge_result(view)
+        round_, view, read = plan(state)
+        done = None if read is None else step.finish(view, read, policy.write(read.requests, read.options, config))
+        return merge_update(questions, round_, done, num_chunks=state["num_chunks"])
 
     async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        view, parts = merge_view(state), await asyncio.to_thread(sections, state)
-        for index, section in enumerate(parts):
-            request = read(view, section, "".join(parts[index + 1 : index + 2]))
-            completions = await _awrite(policy, request, config)
-            merged(view, await asyncio.to_thread(step.finish, view, request, completions))
-        return merge_result(view)
+        round_, view, read = await asyncio.to_thread(plan, state)
+        done = None
+        if read is not None:
+            completions = await _awrite(policy, read, config)
+            done = await asyncio.to_thread(step.finish, view, read, completions)
+        return merge_update(questions, round_, done, num_chunks=state["num_chunks"])
 
     return GraphNode(sync, async_, name="merge_segments")
 

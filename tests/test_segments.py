@@ -25,14 +25,17 @@ def long_needle(tokenizer):
     return needle_document(tokens=6000, tokenizer=tokenizer, seed=7, depth=0.4)
 
 
+ONE_EMPTY_MEMORY = {"memory": "", "evidence": []}
+
+
 def test_segments_split_the_chunks_into_contiguous_parts_of_nearly_equal_length():
-    segments = split_segments(10, 4)
+    segments = split_segments(10, 4, empty=ONE_EMPTY_MEMORY)
     assert [(s["start"], s["end"]) for s in segments] == [(0, 2), (2, 5), (5, 7), (7, 10)]
     assert all(s["cursor"] == s["start"] and s["memory"] == "" for s in segments)
 
 
 def test_never_more_segments_than_chunks():
-    assert [(s["start"], s["end"]) for s in split_segments(2, 8)] == [(0, 1), (1, 2)]
+    assert [(s["start"], s["end"]) for s in split_segments(2, 8, empty=ONE_EMPTY_MEMORY)] == [(0, 1), (1, 2)]
 
 
 def test_merge_sections_pack_whole_memories_in_order_within_a_chunk(tokenizer):
@@ -120,10 +123,35 @@ def test_a_failed_segmented_read_resumes_every_segment_without_resending_a_chunk
     assert len(set(sent_before) | set(resent)) == result.usage["calls"] == len(sent_before) + len(resent)
 
 
-def test_lockstep_reading_with_segments_is_refused_with_the_fix(tokenizer):
-    agent = MemAgent(RuleMemoryModel(), config=CONFIG, tokenizer=tokenizer)
-    with pytest.raises(ConfigError, match="segments=1"):
-        agent.ask_many(["What is the number?", "Who?"], TextDocument("The number is 4."))
+def test_lockstep_reading_with_segments_answers_like_the_sequential_lockstep(tokenizer, long_needle):
+    questions = [long_needle.question, "What is the special magic number?"]
+    results = {}
+    for segments in (1, 4):
+        model = RuleMemoryModel()
+        config = CONFIG.model_copy(update={"segments": segments})
+        agent = MemAgent(model, config=config, tokenizer=tokenizer)
+        results[segments] = agent.ask_many(questions, TextDocument(long_needle.text))
+    assert [r.answer for r in results[4]] == [r.answer for r in results[1]] == [long_needle.answer] * 2
+    for result in results[4]:
+        assert long_needle.answer in long_needle.text[result.citations[0]["start"] : result.citations[0]["end"]]
+        assert len(result.steps) == result.usage["calls"] > result.num_chunks  # its chunks, merge and answer
+
+
+def test_a_killed_merge_resumes_at_its_next_round_without_resending_a_merge_call(tokenizer, long_needle):
+    config = CONFIG.model_copy(update={"memory_tokens": 200})
+    document = TextDocument(long_needle.text)
+    # 90 filler words a memory: two segments' memories fill a 300-token section, so the merge takes 2 rounds
+    whole = MemAgent(RuleMemoryModel(pad_words=90), config=config, tokenizer=tokenizer).invoke("Q?", document)
+    model = FailAt(fail_at=whole.num_chunks + 1, pad_words=90)  # the second merge round's call fails
+    agent = MemAgent(model, config=config, tokenizer=tokenizer, checkpointer=InMemorySaver())
+    with pytest.raises(ModelError):
+        agent.invoke("Q?", document, thread_id="job")
+    sent_before = len(model.calls)
+    resumed = agent.invoke("Q?", document, thread_id="job")
+    assert whole.usage["calls"] >= whole.num_chunks + 3  # chunks, two merge rounds or more, the answer
+    assert sent_before == whole.num_chunks + 1  # every chunk and the merge's first round
+    assert (resumed.memory, resumed.answer) == (whole.memory, whole.answer)
+    assert len(model.calls) == resumed.usage["calls"] == whole.usage["calls"]  # nothing sent twice
 
 
 def test_segments_below_one_are_refused():
