@@ -168,7 +168,7 @@ def server(tmp_path_factory, tokenizer, endpoint, documents) -> Iterator[DevServ
         "MEMAGENT_DOCUMENTS_DIR": str(documents),
         "MEMAGENT_TOKENIZER": str(tokenizer_dir),
     }
-    with langgraph_dev(tmp_path_factory.mktemp("server"), **env) as dev:
+    with langgraph_dev(tmp_path_factory.mktemp("server"), jobs=16, **env) as dev:  # its default runs one at a time
         yield dev
 
 
@@ -291,6 +291,35 @@ def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_need
     for task in tasks:  # each document is tokenized for its chunks once and read back once, not again per step
         prompts = [body["prompt"] for path, body in model.requests if path == "/tokenize"]
         assert sum(task.answer in p and len(p) > 1000 for p in prompts) <= 2, task.answer
+
+
+def test_a_stalled_model_call_does_not_hold_up_another_run(client, endpoint, documents, tokenizer):
+    import threading
+
+    slow, fast = (needle_document(tokens=1600, tokenizer=tokenizer, seed=seed, depth=0.6) for seed in (200, 202))
+    (documents / "stalled.txt").write_text(slow.text, encoding="utf-8")
+    (documents / "quick.txt").write_text(fast.text, encoding="utf-8")
+    stalled, release = threading.Event(), threading.Event()
+
+    def stall_the_first_call(index: int) -> None:  # the slow run's first call: held until the quick run is done
+        if not stalled.is_set():
+            stalled.set()
+            release.wait(timeout=30)
+
+    endpoint.on_completion = stall_the_first_call
+    try:
+        thread = client.threads.create()
+        run = client.runs.create(
+            thread["thread_id"], "memagent", input={"question": slow.question, "doc_id": "stalled.txt"}
+        )
+        assert stalled.wait(timeout=30)
+        quick = client.runs.wait(None, "memagent", input={"question": fast.question, "doc_id": "quick.txt"})
+        status = client.runs.get(thread["thread_id"], run["run_id"])["status"]
+    finally:
+        release.set()
+        endpoint.on_completion = None
+    assert quick["answer"] == fast.answer and status == "running"
+    assert client.runs.join(thread["thread_id"], run["run_id"])["answer"] == slow.answer
 
 
 def test_a_cancelled_run_stops_calling_the_model_within_one_chunk(tmp_path, tokenizer, documents, task):
