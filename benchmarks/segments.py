@@ -97,7 +97,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     return {"latency_s": args.latency, "slots": args.slots, "rows": rows}
 
 
-def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
+def accuracy(args: argparse.Namespace) -> None:
     """RULER match (%) of sequential and segmented reads of the same held-out documents, per task and length:
     the task suite's families on the embedded engine; on the simulated server, whose rule model knows only "The
     special magic X is Y." facts, a needle at a random depth and an updated needle (the same key twice, the
@@ -121,7 +121,6 @@ def accuracy(args: argparse.Namespace) -> list[dict[str, Any]]:
                 print(cell, flush=True)
                 cells.append(cell)
                 save(args.output, {"model": args.model, "segments": args.segments, "cells": cells})
-    return cells
 
 
 def _task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer) -> Task:
