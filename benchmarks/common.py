@@ -1,7 +1,9 @@
-"""Shared by the benchmark scripts: the tokenizer, haystack text of a given length, result files."""
+"""Shared by the benchmark scripts: the tokenizer, haystack text of a given length, a reading config, result
+files."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import platform
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.haystack import haystack_paragraphs
 from memagent_graph.documents.tokenization import Tokenizer
 
@@ -55,6 +58,14 @@ def simulated_server_process(*, delay_s: float, slots: int | None = None) -> Ite
             yield url
         finally:
             server.kill()
+
+
+def greedy_config(args: argparse.Namespace, **options: Any) -> MemAgentConfig:
+    """Greedy reads at the script's ``--chunk-tokens`` and ``--memory-tokens`` with a 16-token answer (for the
+    benchmarks that time the reading, not the answer), and ``options``."""
+    return MemAgentConfig(
+        chunk_tokens=args.chunk_tokens, memory_tokens=args.memory_tokens, answer_tokens=16, temperature=0.0, **options
+    )
 
 
 def haystack_text(tokens: int, tokenizer: Tokenizer) -> str:

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from policy_study import format_study
+from policy_study import format_study, write_study
 
-from memagent_graph.training.eval.evaluation import EvalRecord, format_table, plot_accuracy, summarize
+from memagent_graph.training.eval.evaluation import EvalRecord, format_table, summarize
 
 
 def load_records(folder: Path) -> list[EvalRecord]:
@@ -40,11 +40,7 @@ def main() -> None:
         "Exact match (%)\n\n" + format_table(summarize(records, "exact_match")),
         "Sub-EM (%)\n\n" + format_table(summarize(records, "sub_em")),
     ]
-    report = "\n\n".join(parts)
-    (args.folder / "table.md").write_text(report + "\n", encoding="utf-8")
-    plot_accuracy(summarize(records), args.folder / "accuracy.png")
-    print(report)
-    print(f"wrote {args.folder / 'table.md'} and {args.folder / 'accuracy.png'}", file=sys.stderr)
+    write_study(args.folder, "\n\n".join(parts), records, table="table.md", plot="accuracy.png")
 
 
 if __name__ == "__main__":

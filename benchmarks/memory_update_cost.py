@@ -16,7 +16,9 @@ import statistics
 import time
 from pathlib import Path
 
-from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from common import greedy_config
+
+from memagent_graph import MemAgent, TextDocument
 from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 from memagent_graph.training.data.task_suite import suite_task
 
@@ -32,17 +34,7 @@ def main() -> None:
     tokenizer = model.tokenizer()
     model.load()
     agents = {
-        policy: MemAgent(
-            model,
-            tokenizer=tokenizer,
-            config=MemAgentConfig(
-                chunk_tokens=args.chunk_tokens,
-                memory_tokens=args.memory_tokens,
-                answer_tokens=16,
-                temperature=0.0,
-                memory_policy=policy,
-            ),
-        )
+        policy: MemAgent(model, tokenizer=tokenizer, config=greedy_config(args, memory_policy=policy))
         for policy in ("quote", "generate")
     }
     seconds: dict[str, list[float]] = {policy: [] for policy in agents}

@@ -52,6 +52,16 @@ def format_study(records: list[EvalRecord]) -> str:
     return "\n".join(lines)
 
 
+def write_study(folder: Path, report: str, records: list[EvalRecord], *, table: str, plot: str) -> None:
+    """Write ``report`` to ``folder/table`` and the accuracy of ``records`` against length to ``folder/plot``;
+    print the report on stdout and where both went on stderr."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / table).write_text(report + "\n", encoding="utf-8")
+    plot_accuracy(summarize(records), folder / plot)
+    print(report)
+    print(f"wrote {folder / table} and {folder / plot}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="folders with a memagent eval results.json")
@@ -61,12 +71,7 @@ def main() -> None:
     if missing:
         sys.exit(f"policy_study: no results.json in {', '.join(missing)}; run memagent eval --output-dir there")
     records = [record for folder in args.runs for record in load_run(folder)]
-    table = format_study(records)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "study.md").write_text(table + "\n", encoding="utf-8")
-    plot_accuracy(summarize(records), args.output_dir / "study.png")
-    print(table)
-    print(f"wrote {args.output_dir / 'study.md'} and {args.output_dir / 'study.png'}", file=sys.stderr)
+    write_study(args.output_dir, format_study(records), records, table="study.md", plot="study.png")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import re
 import time
 
 import httpx
-from common import save
+from common import greedy_config, save
 
-from memagent_graph import MemAgent, MemAgentConfig, PromptSet, TextDocument
+from memagent_graph import MemAgent, PromptSet, TextDocument
 from memagent_graph.documents.haystack import needle_document
 from memagent_graph.documents.tokenization import VLLMServerTokenizer
 from memagent_graph.integrations import openai_compatible
@@ -40,14 +40,7 @@ def main() -> None:
                 task = needle_document(
                     tokens=args.chunks * args.chunk_tokens - 200, tokenizer=tokenizer, seed=100 * repeat + index
                 )
-                config = MemAgentConfig(
-                    chunk_tokens=args.chunk_tokens,
-                    memory_tokens=args.memory_tokens,
-                    answer_tokens=16,
-                    temperature=0.0,
-                    prompts=prompts,
-                )
-                agent = MemAgent(model, config=config, tokenizer=tokenizer)
+                agent = MemAgent(model, config=greedy_config(args, prompts=prompts), tokenizer=tokenizer)
                 questions = [f"{task.question} (reader {i})" for i in range(args.questions)]
                 before = _prefix_cache(server.base_url)
                 started = time.perf_counter()

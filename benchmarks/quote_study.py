@@ -25,9 +25,9 @@ from typing import Any
 from memagent_graph import MemAgent, TextDocument
 from memagent_graph.documents.chunking import chunk_document
 from memagent_graph.integrations.model_choice import EMBEDDED_READING
-from memagent_graph.nodes.quote_memory import split_sentences
-from memagent_graph.nodes.quote_prefilter import prefilter
-from memagent_graph.nodes.quote_scoring import bridge_terms
+from memagent_graph.nodes.quote.memory import split_sentences
+from memagent_graph.nodes.quote.prefilter import prefilter
+from memagent_graph.nodes.quote.scoring import bridge_terms
 from memagent_graph.reading_options import ReadingOptions
 from memagent_graph.training.data.task_suite import suite_task
 from memagent_graph.training.eval.evaluation import parse_lengths

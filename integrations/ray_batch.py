@@ -17,15 +17,16 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from memagent_graph.documents.sources import FileDocument, TextDocument
 from memagent_graph.errors import EngineNotInstalledError, MemAgentError
+from memagent_graph.integrations.model_options import ModelOptions
 from memagent_graph.reading_options import ReadingOptions
 
 if TYPE_CHECKING:
@@ -42,38 +43,17 @@ class BatchError(MemAgentError, ValueError):
 
 
 @dataclass(frozen=True)
-class BatchSettings:
-    """How every worker builds its MemAgent: the model, with `choose_model`'s rule (no ``base_url`` means the
-    workers' ``MEMAGENT_BASE_URL``, else the embedded engine, one model per worker), and the reading options."""
+class BatchSettings(ModelOptions):
+    """How every worker builds its MemAgent: the model (`ModelOptions`, with `choose_model`'s rule: no ``base_url``
+    means the workers' ``MEMAGENT_BASE_URL``, else the embedded engine, one model per worker), and the reading
+    options. `ModelOptions.with_env` completes the model from the driver's environment (workers lack it)."""
 
-    base_url: str | None = None
-    model: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    tokenizer: str | None = None
-    adapter: str | None = None
-    model_dir: str | None = None
     reading: ReadingOptions = field(default_factory=ReadingOptions)
 
     @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        tokenizer: str | None = None,
-        **options: Any,
-    ) -> BatchSettings:
-        """Settings completed from ``MEMAGENT_*`` / ``OPENAI_*`` in the driver (a cluster's workers lack its env)."""
-        from memagent_graph.integrations.models.openai_endpoint import endpoint_from_env
-
-        tokenizer = tokenizer or os.environ.get("MEMAGENT_TOKENIZER")
-        endpoint = endpoint_from_env(base_url=base_url, model=model, api_key=api_key)
-        if endpoint is None:
-            return cls(tokenizer=tokenizer, **options)
-        return cls(
-            base_url=endpoint.base_url, model=endpoint.model, api_key=endpoint.api_key, tokenizer=tokenizer, **options
-        )
+    def from_cli_args(cls, args: object) -> Self:
+        """The model and reading options an ``argparse`` namespace holds (``memagent batch``)."""
+        return replace(super().from_cli_args(args), reading=ReadingOptions.from_cli_args(args))
 
     def config(self) -> MemAgentConfig:
         """The `MemAgentConfig` these settings describe (raises `ConfigError` when invalid)."""
@@ -371,16 +351,8 @@ class _PairWorker:
 def _build_agent(settings: BatchSettings) -> tuple[MemAgent, str]:
     """The agent ``memagent ask`` would build with these settings, and a description of its model."""
     from memagent_graph.agent import MemAgent
-    from memagent_graph.integrations.model_choice import choose_model
 
-    choice = choose_model(
-        base_url=settings.base_url,
-        model=settings.model,
-        api_key=settings.api_key,
-        tokenizer=settings.tokenizer,
-        adapter_path=settings.adapter,
-        model_path=settings.model_dir,
-    )
+    choice = settings.choose()
     return MemAgent(choice.model, config=settings.config(), tokenizer=choice.tokenizer), choice.description
 
 

@@ -12,8 +12,9 @@ however long the input was, with ``kind="memory"``, ``doc_id``, ``num_chunks``, 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -83,11 +84,8 @@ class MemAgentCompressor(BaseDocumentCompressor):
         """The passages and memory from reading ``documents`` for ``query``; no documents give an empty list."""
         if not documents:
             return []
-        source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
-        try:
+        with self._source(documents) as source:
             result = self.agent.invoke(query, source, config={"callbacks": callbacks})
-        finally:
-            self.agent.forget(source.doc_id)  # no one can name this id again (the result keeps its citations)
         return self._documents(result, source.doc_id, len(documents))
 
     async def acompress_documents(
@@ -96,12 +94,19 @@ class MemAgentCompressor(BaseDocumentCompressor):
         """Async `compress_documents`."""
         if not documents:
             return []
-        source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")  # one id per call: no races
-        try:
+        with self._source(documents) as source:
             result = await self.agent.ainvoke(query, source, config={"callbacks": callbacks})
+        return self._documents(result, source.doc_id, len(documents))
+
+    @contextlib.contextmanager
+    def _source(self, documents: Sequence[Document]) -> Iterator[LangChainDocuments]:
+        """``documents`` as one source under a fresh id (one per call: no races), forgotten after the read (no
+        one can name this id again; the result keeps its citations)."""
+        source = LangChainDocuments(documents, doc_id=f"lc-{uuid.uuid4().hex}")
+        try:
+            yield source
         finally:
             self.agent.forget(source.doc_id)
-        return self._documents(result, source.doc_id, len(documents))
 
     def _documents(self, result: MemAgentResult, doc_id: str, num_documents: int) -> list[Document]:
         return _documents(

@@ -22,6 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict, Unpack
 
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
@@ -36,7 +37,7 @@ from memagent_graph.nodes.segments import merge_left, read_segment, segment_send
 from memagent_graph.nodes.update_memory import merge_segments
 from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
 
-__all__ = ["build_memagent_graph", "create_memagent", "recursion_limit_for"]
+__all__ = ["GraphOptions", "build_memagent_graph", "create_memagent", "recursion_limit_for"]
 
 
 def _more_chunks(state: MemAgentState) -> Literal["update_memory", "final_answer"]:
@@ -100,7 +101,7 @@ def build_memagent_graph(
     builder.add_edge(START, "read_chunk")
     builder.add_edge("final_answer", END)
     if config.segments > 1:
-        merge = merge_segments(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions)
+        merge = merge_segments(documents, tokenizer, memagent_config=config, policy=policy, questions=questions)
         builder.add_node("read_segment", read_segment(update, questions))
         builder.add_node("join_segments", _end_of_round)
         builder.add_node("merge_segments", merge)
@@ -122,28 +123,29 @@ def _end_of_round(state: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
+class _Documents(TypedDict):
+    documents: DocumentRegistry
+
+
+class GraphOptions(_Documents, total=False):
+    """The keyword options of `build_memagent_graph`, for `create_memagent` to pass on (``documents`` is
+    required; the defaults are `build_memagent_graph`'s)."""
+
+    tokenizer: Tokenizer | None
+    config: MemAgentConfig | None
+    answer_model: BaseChatModel | None
+    many_questions: bool
+    policy: MemoryPolicy | None
+
+
 def create_memagent(
     model: BaseChatModel,
     *,
-    documents: DocumentRegistry,
-    tokenizer: Tokenizer | None = None,
-    config: MemAgentConfig | None = None,
-    answer_model: BaseChatModel | None = None,
-    many_questions: bool = False,
-    policy: MemoryPolicy | None = None,
     checkpointer: BaseCheckpointSaver | bool | None = None,
     name: str = "memagent",
+    **options: Unpack[GraphOptions],
 ) -> CompiledStateGraph:
-    """The compiled MemAgent graph (see `build_memagent_graph`). A run needs a ``recursion_limit`` of
-    ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 22 chunks; a LangGraph server's,
+    """The compiled MemAgent graph (``options`` as in `build_memagent_graph`). A run needs a ``recursion_limit``
+    of ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 22 chunks; a LangGraph server's,
     10011, 10,008); a lower one is refused before the first model call."""
-    builder = build_memagent_graph(
-        model,
-        documents=documents,
-        tokenizer=tokenizer,
-        config=config,
-        answer_model=answer_model,
-        many_questions=many_questions,
-        policy=policy,
-    )
-    return builder.compile(checkpointer=checkpointer, name=name)
+    return build_memagent_graph(model, **options).compile(checkpointer=checkpointer, name=name)

@@ -8,7 +8,6 @@ and the reply must be one whole line of the memory (extractive: nothing is inven
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -19,14 +18,15 @@ from langchain_core.runnables import RunnableConfig
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.answer_extraction import extract_answer
+from memagent_graph.nodes.call_node import call_node
 from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.model_call import (
     CallOptions,
     Completion,
+    acomplete_all,
     add_usage,
     call_options,
     complete_all,
-    complete_all_sync,
 )
 from memagent_graph.nodes.provenance import cite
 from memagent_graph.nodes.questions import ONE_QUESTION, Questions
@@ -45,18 +45,17 @@ def final_answer(
     """Build the node that answers each question from its memory and records whether the answer was boxed;
     ``quotes_answer``: the reply copies one line of the memory (`MemoryPolicy.quotes_answer`);
     ``policy_answer``: the policy's own answer replaces the call (`MemoryPolicy.answer`)."""
-    config_ = memagent_config
-    quote = quotes_answer
+    config_, quote, asked = memagent_config, quotes_answer, _asked(questions)
 
     def prepare(state: Mapping[str, Any]) -> tuple[list[str], CallOptions]:
-        pairs = list(zip(questions.questions(state), questions.memories(state), strict=True))
+        pairs = asked(state)
         prompts = [config_.prompts.render_answer(question=q, memory=m, quote=quote) for q, m in pairs]
         options = call_options(config_, budget="answer_tokens")
         if quote and len(pairs) == 1 and pairs[0][1].strip():  # the graph builder refuses quote for many
             options = replace(options, quote_from=pairs[0][1])
         return prompts, options
 
-    def finish(state: Mapping[str, Any], completions: list[Completion]) -> dict[str, Any]:
+    def finish(state: Mapping[str, Any], _prepared: object, completions: list[Completion]) -> dict[str, Any]:
         steps = [
             answer_step(state["num_chunks"], completion, memory, tokenizer)
             for completion, memory in zip(completions, questions.memories(state), strict=True)
@@ -72,26 +71,28 @@ def final_answer(
             "usage": add_usage(state.get("usage"), completions),
         }
 
-    def own_answers(state: Mapping[str, Any], config: RunnableConfig) -> list[Completion]:
-        assert policy_answer is not None
-        pairs = zip(questions.questions(state), questions.memories(state), strict=True)
-        return [policy_answer(question, memory, config) for question, memory in pairs]
+    if policy_answer is not None:  # CPU-bound scoring, in a worker thread in async runs too
+        return call_node("final_answer", prepare=asked, call=_own(policy_answer), acall=None, finish=finish)
 
-    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        if policy_answer is not None:
-            return finish(state, own_answers(state, config))
-        prompts, options = prepare(state)
-        return finish(state, complete_all_sync(model, prompts, options, tokenizer=tokenizer, config=config))
+    def call(prepared: tuple[list[str], CallOptions], config: RunnableConfig) -> list[Completion]:
+        return complete_all(model, *prepared, tokenizer=tokenizer, config=config)
 
-    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        if policy_answer is not None:  # CPU-bound scoring: keep it off the event loop
-            return finish(state, await asyncio.to_thread(own_answers, state, config))
-        # tokenizer work may be blocking I/O (a server's /tokenize): keep it off the event loop
-        prompts, options = await asyncio.to_thread(prepare, state)
-        completions = await complete_all(model, prompts, options, tokenizer=tokenizer, config=config)
-        return await asyncio.to_thread(finish, state, completions)
+    async def acall(prepared: tuple[list[str], CallOptions], config: RunnableConfig) -> list[Completion]:
+        return await acomplete_all(model, *prepared, tokenizer=tokenizer, config=config)
 
-    return GraphNode(sync, async_, name="final_answer")
+    return call_node("final_answer", prepare=prepare, call=call, acall=acall, finish=finish)
+
+
+def _asked(questions: Questions) -> Callable[[Mapping[str, Any]], list[tuple[str, str]]]:
+    """Each question of a state with its memory."""
+    return lambda state: list(zip(questions.questions(state), questions.memories(state), strict=True))
+
+
+def _own(
+    policy_answer: Callable[[str, str, RunnableConfig], Completion],
+) -> Callable[[list[tuple[str, str]], RunnableConfig], list[Completion]]:
+    """The policy's answers to (question, memory) pairs."""
+    return lambda pairs, config: [policy_answer(question, memory, config) for question, memory in pairs]
 
 
 def answer_step(num_chunks: int, completion: Completion, memory: str, tokenizer: Tokenizer) -> StepRecord:

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
-from memagent_graph.nodes.model_call import CallOptions, Completion, complete_all, complete_all_sync
+from memagent_graph.nodes.model_call import CallOptions, Completion, acomplete_all, complete_all
 
 
 def generate_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentConfig) -> MemoryPolicy:
@@ -20,9 +20,9 @@ def generate_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgent
         return [config.prompts.render_update(question=r.question, memory=r.memory, section=r.section) for r in requests]
 
     def write(requests: Sequence[MemoryRequest], options: CallOptions, run: RunnableConfig) -> list[Completion]:
-        return complete_all_sync(model, prompts(requests), options, tokenizer=tokenizer, config=run)
+        return complete_all(model, prompts(requests), options, tokenizer=tokenizer, config=run)
 
     async def awrite(requests: Sequence[MemoryRequest], options: CallOptions, run: RunnableConfig) -> list[Completion]:
-        return await complete_all(model, prompts(requests), options, tokenizer=tokenizer, config=run)
+        return await acomplete_all(model, prompts(requests), options, tokenizer=tokenizer, config=run)
 
     return MemoryPolicy(write, awrite)

@@ -1,13 +1,19 @@
-"""One chat-model call with the run's token limit and sampling, retried (`retry`), timed and measured."""
+"""One chat-model call with the run's token limit and sampling, retried (`retry`), timed and measured.
+
+Sync and async calls share one core, `_Request` (the bound model, the messages, the tries, the measuring); only
+the sending differs, in two small shells (`_send`: the retry layer's sync loop; `_asend`: its async loop, and the
+measuring in a worker thread). Not an async core that the sync functions run: a sync graph run calls them in
+LangGraph's worker threads with no event loop, and a sync-only chat model would be sent to a thread anyway.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -25,6 +31,8 @@ from memagent_graph.nodes.retry import (
     call_with_retries,
 )
 from memagent_graph.state import EMPTY_USAGE, RunSettings, Usage
+
+Reply = TypeVar("Reply")
 
 
 @dataclass(frozen=True)
@@ -51,119 +59,123 @@ class Completion:
     attempts: int = 1
 
 
-class _Attempts:
-    """Counts the tries of one call (the retry layer reports each retry)."""
-
-    def __init__(self) -> None:
-        self.count = 1
-
-    def retried(self, failed_attempt: int) -> None:
-        self.count = failed_attempt + 1
-
-
-def complete_sync(
-    model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig | None
+def complete(
+    model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> Completion:
     """Send ``prompt`` as one user message; client errors become `ModelError`s with a clear message."""
-    started, attempts, bound = time.perf_counter(), _Attempts(), _bound(model, options)
-    with _translated_errors(model):
-        message = call_with_retries(
-            options.retries, lambda: bound.invoke([HumanMessage(prompt)], config), on_retry=attempts.retried
-        )
-    return _measure(message, prompt, tokenizer, time.perf_counter() - started, attempts.count)
+    [completion] = _send(_Request(model, [prompt], options, tokenizer, config, batched=False))
+    return completion
 
 
-async def complete(
-    model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig | None
+async def acomplete(
+    model: BaseChatModel, prompt: str, options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> Completion:
-    """Async `complete_sync`."""
-    started, attempts, bound = time.perf_counter(), _Attempts(), _bound(model, options)
-    with _translated_errors(model):
-        message = await acall_with_retries(
-            options.retries, lambda: bound.ainvoke([HumanMessage(prompt)], config), on_retry=attempts.retried
-        )
-    latency = time.perf_counter() - started
-    return await asyncio.to_thread(_measure, message, prompt, tokenizer, latency, attempts.count)
+    """Async `complete`."""
+    [completion] = await _asend(_Request(model, [prompt], options, tokenizer, config, batched=False))
+    return completion
 
 
-def complete_batch_sync(
-    model: BaseChatModel,
-    prompts: Sequence[str],
-    options: CallOptions,
-    *,
-    tokenizer: Tokenizer,
-    config: RunnableConfig | None,
+def complete_batch(
+    model: BaseChatModel, prompts: Sequence[str], options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> list[Completion]:
-    """`complete_sync` for several prompts in one ``batch`` call (an engine may run them as one batch)."""
-    started, bound = time.perf_counter(), _bound(model, options)
-    inputs = [[HumanMessage(p)] for p in prompts]
-    with _translated_errors(model):
-        messages, attempts = batch_with_retries(
-            options.retries,
-            lambda indices: bound.batch(
-                [inputs[i] for i in indices], _all_at_once(config, len(indices)), return_exceptions=True
-            ),
-            len(prompts),
-        )
-    latency = time.perf_counter() - started
-    return _measure_all(messages, prompts, tokenizer, latency, attempts)
+    """`complete` for several prompts in one ``batch`` call (an engine may run them as one batch)."""
+    return _send(_Request(model, prompts, options, tokenizer, config, batched=True))
 
 
-async def complete_batch(
-    model: BaseChatModel,
-    prompts: Sequence[str],
-    options: CallOptions,
-    *,
-    tokenizer: Tokenizer,
-    config: RunnableConfig | None,
+async def acomplete_batch(
+    model: BaseChatModel, prompts: Sequence[str], options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> list[Completion]:
-    """Async `complete_batch_sync`."""
-    started, bound = time.perf_counter(), _bound(model, options)
-    inputs = [[HumanMessage(p)] for p in prompts]
-    with _translated_errors(model):
-        messages, attempts = await abatch_with_retries(
-            options.retries,
-            lambda indices: bound.abatch(
-                [inputs[i] for i in indices], _all_at_once(config, len(indices)), return_exceptions=True
-            ),
-            len(prompts),
-        )
-    latency = time.perf_counter() - started
-    return await asyncio.to_thread(_measure_all, messages, prompts, tokenizer, latency, attempts)
+    """Async `complete_batch`."""
+    return await _asend(_Request(model, prompts, options, tokenizer, config, batched=True))
 
 
-def complete_all_sync(
-    model: BaseChatModel,
-    prompts: Sequence[str],
-    options: CallOptions,
-    *,
-    tokenizer: Tokenizer,
-    config: RunnableConfig | None,
+def complete_all(
+    model: BaseChatModel, prompts: Sequence[str], options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> list[Completion]:
     """One completion per prompt: a single call for one prompt, one batched call for several."""
-    if len(prompts) == 1:
-        return [complete_sync(model, prompts[0], options, tokenizer=tokenizer, config=config)]
-    return complete_batch_sync(model, prompts, options, tokenizer=tokenizer, config=config)
+    return _send(_Request(model, prompts, options, tokenizer, config, batched=len(prompts) != 1))
 
 
-async def complete_all(
-    model: BaseChatModel,
-    prompts: Sequence[str],
-    options: CallOptions,
-    *,
-    tokenizer: Tokenizer,
-    config: RunnableConfig | None,
+async def acomplete_all(
+    model: BaseChatModel, prompts: Sequence[str], options: CallOptions, *, tokenizer: Tokenizer, config: RunnableConfig
 ) -> list[Completion]:
-    """Async `complete_all_sync`."""
-    if len(prompts) == 1:
-        return [await complete(model, prompts[0], options, tokenizer=tokenizer, config=config)]
-    return await complete_batch(model, prompts, options, tokenizer=tokenizer, config=config)
+    """Async `complete_all`."""
+    return await _asend(_Request(model, prompts, options, tokenizer, config, batched=len(prompts) != 1))
 
 
-def _all_at_once(config: RunnableConfig | None, size: int) -> RunnableConfig:
+class _Request:
+    """One call (one prompt) or one batch (several prompts, one ``batch`` call) bound to the model with its
+    options: all of a completion but the sending, which `_send` and `_asend` do."""
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        prompts: Sequence[str],
+        options: CallOptions,
+        tokenizer: Tokenizer,
+        config: RunnableConfig,
+        *,
+        batched: bool,
+    ) -> None:
+        self.model, self.prompts, self.tokenizer, self.config = model, list(prompts), tokenizer, config
+        self.batched, self.retries, self.bound = batched, options.retries, _bound(model, options)
+        self.inputs = [[HumanMessage(prompt)] for prompt in prompts]
+        self.attempts = [1] * len(prompts)
+        self.started = time.perf_counter()
+
+    def one(self, send: Callable[[list[HumanMessage], RunnableConfig], Reply]) -> Callable[[], Reply]:
+        """The call of the one prompt with ``send`` (the bound model's ``invoke`` or ``ainvoke``)."""
+        return lambda: send(self.inputs[0], self.config)
+
+    def some(self, send: Callable[..., Reply]) -> Callable[[list[int]], Reply]:
+        """The batch of the prompts at some indices with ``send`` (``batch`` or ``abatch``): replies or
+        exceptions, in order."""
+        return lambda indices: send(
+            [self.inputs[i] for i in indices], _all_at_once(self.config, len(indices)), return_exceptions=True
+        )
+
+    def retried(self, failed_attempt: int) -> None:
+        """The retry layer's report on a single call: try ``failed_attempt`` failed."""
+        self.attempts[0] = failed_attempt + 1
+
+    def measure(self, messages: Sequence[BaseMessage], finished: float) -> list[Completion]:
+        """The completions of the replies (token counts from the server, else from the tokenizer)."""
+        latency = finished - self.started
+        return [
+            _measure(message, prompt, self.tokenizer, latency, tries)
+            for message, prompt, tries in zip(messages, self.prompts, self.attempts, strict=True)
+        ]
+
+
+def _send(request: _Request) -> list[Completion]:
+    """The sync shell: the retry layer's sync loop, in the calling thread (a sync graph run calls it from
+    LangGraph's worker threads, where no event loop runs)."""
+    with _translated_errors(request.model):
+        if request.batched:
+            send = request.some(request.bound.batch)
+            replies, request.attempts = batch_with_retries(request.retries, send, len(request.inputs))
+        else:
+            replies = [call_with_retries(request.retries, request.one(request.bound.invoke), on_retry=request.retried)]
+    return request.measure(replies, time.perf_counter())
+
+
+async def _asend(request: _Request) -> list[Completion]:
+    """The async shell: the retry layer's async loop; the replies measured in a worker thread (token counts may
+    call a server's /tokenize)."""
+    with _translated_errors(request.model):
+        if request.batched:
+            asend = request.some(request.bound.abatch)
+            replies, request.attempts = await abatch_with_retries(request.retries, asend, len(request.inputs))
+        else:
+            acall = request.one(request.bound.ainvoke)
+            replies = [await acall_with_retries(request.retries, acall, on_retry=request.retried)]
+    return await asyncio.to_thread(request.measure, replies, time.perf_counter())
+
+
+def _all_at_once(config: RunnableConfig, size: int) -> RunnableConfig:
     """Send a batch's prompts together (LangChain's default pool is cpu_count + 4 threads); a cap, if any,
     belongs to the client (`openai_compatible(max_concurrency=)`)."""
-    return {**(config or {}), "max_concurrency": size}
+    return {**config, "max_concurrency": size}
 
 
 def call_options(memagent_config: MemAgentConfig, *, budget: Literal["memory_tokens", "answer_tokens"]) -> CallOptions:
@@ -202,15 +214,6 @@ def _translated_errors(model: BaseChatModel) -> Iterator[None]:
         if translated is None or translated is exc:
             raise
         raise translated from exc
-
-
-def _measure_all(
-    messages: Sequence[BaseMessage], prompts: Sequence[str], tokenizer: Tokenizer, latency: float, attempts: list[int]
-) -> list[Completion]:
-    return [
-        _measure(message, prompt, tokenizer, latency, tries)
-        for message, prompt, tries in zip(messages, prompts, attempts, strict=True)
-    ]
 
 
 def _measure(message: BaseMessage, prompt: str, tokenizer: Tokenizer, latency: float, attempts: int) -> Completion:

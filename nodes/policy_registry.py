@@ -16,17 +16,23 @@ from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.generate_memory import generate_policy
 from memagent_graph.nodes.memory_policy import MemoryPolicy, PolicyFactory
-from memagent_graph.nodes.quote_memory import quote_policy
+from memagent_graph.nodes.quote.memory import quote_policy
 
 _POLICIES: dict[str, PolicyFactory] = {"generate": generate_policy, "quote": quote_policy}
 
 
-def register_memory_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    """Decorator: make a `PolicyFactory` the policy called ``name`` (a name taken already is refused)."""
+def register_memory_policy(name: str, *, replace: bool = False) -> Callable[[PolicyFactory], PolicyFactory]:
+    """Decorator: make a `PolicyFactory` the policy called ``name``.
+
+    A name taken by another factory is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
+    """
 
     def add(factory: PolicyFactory) -> PolicyFactory:
-        if name in _POLICIES and _POLICIES[name] is not factory:
-            raise ConfigError(f"a memory policy named {name!r} is registered already; choose another name")
+        if not replace and _POLICIES.get(name, factory) is not factory:
+            raise ConfigError(
+                f"a memory policy named {name!r} is registered already: choose another name, or "
+                "register_memory_policy(name, replace=True) to override it"
+            )
         _POLICIES[name] = factory
         return factory
 

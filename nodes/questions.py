@@ -14,6 +14,10 @@ from memagent_graph.state import MemorySpan, Source, StepRecord
 
 Citations = tuple[list[Source], list[str]]
 """An answer's citations and its memory's unsupported spans (`provenance.cite`)."""
+Evidence = Sequence[list[MemorySpan]]
+"""The spans of each question's memory, with their sources (`provenance`)."""
+Steps = Sequence[StepRecord | None]
+"""Each question's latest step record (None: no call for that question in this step)."""
 
 
 class Questions(Protocol):
@@ -35,12 +39,7 @@ class Questions(Protocol):
         """The state update that starts a read: empty memories, no answers."""
         ...
 
-    def memory_state(
-        self,
-        memories: Sequence[str],
-        evidence: Sequence[list[MemorySpan]],
-        steps: Sequence[StepRecord | None] | None = None,
-    ) -> dict[str, Any]:
+    def memory_state(self, memories: Sequence[str], evidence: Evidence, steps: Steps | None = None) -> dict[str, Any]:
         """The state keys holding these memories and their spans (one per question), and with ``steps`` each
         question's latest step record (None: no call for that question in this step)."""
         ...
@@ -76,12 +75,7 @@ class OneQuestion:
     def fresh(self, state: Mapping[str, Any]) -> dict[str, Any]:
         return {"memory": "", "evidence": [], "answer": "", "citations": [], "unsupported": []}
 
-    def memory_state(
-        self,
-        memories: Sequence[str],
-        evidence: Sequence[list[MemorySpan]],
-        steps: Sequence[StepRecord | None] | None = None,
-    ) -> dict[str, Any]:
+    def memory_state(self, memories: Sequence[str], evidence: Evidence, steps: Steps | None = None) -> dict[str, Any]:
         [memory], [spans] = memories, evidence
         step = {"last_step": steps[0]} if steps and steps[0] is not None else {}
         return {"memory": memory, "evidence": spans, **step}
@@ -132,12 +126,7 @@ class ManyQuestions:
             "unsupported": [],
         }
 
-    def memory_state(
-        self,
-        memories: Sequence[str],
-        evidence: Sequence[list[MemorySpan]],
-        steps: Sequence[StepRecord | None] | None = None,
-    ) -> dict[str, Any]:
+    def memory_state(self, memories: Sequence[str], evidence: Evidence, steps: Steps | None = None) -> dict[str, Any]:
         return {
             "memories": list(memories),
             "evidences": list(evidence),

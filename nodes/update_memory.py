@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
@@ -19,6 +20,7 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.registry import DocumentRegistry
 from memagent_graph.documents.sanitize import Sanitizer
 from memagent_graph.documents.tokenization import Tokenizer
+from memagent_graph.nodes.call_node import call_node
 from memagent_graph.nodes.graph_node import GraphNode
 from memagent_graph.nodes.memory_budget import BudgetedMemory, enforce_memory_budget
 from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
@@ -42,15 +44,30 @@ class _Read(NamedTuple):
     options: CallOptions
 
 
+class _MergePlan(NamedTuple):
+    """A merge round of parallel segments (`segments.merge_round`), the state its questions read from, and the
+    read of the questions with a section left (None: none has)."""
+
+    round: MergeRound
+    view: dict[str, Any]
+    read: _Read | None
+
+
 @dataclass(frozen=True)
 class _MemoryStep:
-    """The node's work around the policy call: `read` before it, `finish` (budget, trace, progress) after it."""
+    """The node's work around the policy call: `read` before it, `write` (or `awrite`) it, `finish` (budget, trace,
+    progress) after it."""
 
     documents: DocumentRegistry
     tokenizer: Tokenizer
     config: MemAgentConfig
     questions: Questions
-    sanitizer: Sanitizer
+    policy: MemoryPolicy
+
+    @cached_property
+    def sanitizer(self) -> Sanitizer:
+        """Defangs control tokens in the chunk and the memory (`Sanitizer.for_reading`)."""
+        return Sanitizer.for_reading(self.config.prompts, self.tokenizer)
 
     def read(self, state: Mapping[str, Any]) -> _Read:
         """Chunk ``cursor`` (of the document the read began with), sanitised into each question's request."""
@@ -72,6 +89,16 @@ class _MemoryStep:
             for question, memory in zip(self.questions.questions(state), self.questions.memories(state), strict=True)
         ]
         return _Read(requests, chunk, call_options(self.config, budget="memory_tokens"))
+
+    def write(self, read: _Read, config: RunnableConfig) -> list[Completion]:
+        """The policy's new memories."""
+        return self.policy.write(read.requests, read.options, config)
+
+    async def awrite(self, read: _Read, config: RunnableConfig) -> list[Completion]:
+        """Async `write`: in a worker thread when the policy has no `awrite` (CPU-bound work)."""
+        if self.policy.awrite is None:
+            return await asyncio.to_thread(self.write, read, config)
+        return await self.policy.awrite(read.requests, read.options, config)
 
     def finish(self, state: Mapping[str, Any], read: _Read, completions: list[Completion]) -> dict[str, Any]:
         """Hold each new memory to the budget, trace it to the document, report progress; the state update."""
@@ -111,51 +138,28 @@ def update_memory(
     rewrites each question's memory from it with ``policy`` (default: the one ``memagent_config`` names) and
     advances the cursor."""
     policy = policy or build_memory_policy(model, tokenizer, memagent_config)
-    sanitizer = Sanitizer.for_reading(memagent_config.prompts, tokenizer)
-    step = _MemoryStep(documents, tokenizer, memagent_config, questions, sanitizer)
-
-    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        read = step.read(state)
-        return step.finish(state, read, policy.write(read.requests, read.options, config))
-
-    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        # tokenizer work may be blocking I/O (a server's /tokenize) and a policy without `awrite` is CPU-bound:
-        # they run in worker threads, off the event loop
-        read = await asyncio.to_thread(step.read, state)
-        completions = await _awrite(policy, read, config)
-        return await asyncio.to_thread(step.finish, state, read, completions)
-
-    return GraphNode(sync, async_, name="update_memory")
-
-
-async def _awrite(policy: MemoryPolicy, read: _Read, config: RunnableConfig) -> list[Completion]:
-    """The policy's memory updates, off the event loop when the policy has no `awrite` (CPU-bound work)."""
-    if policy.awrite is None:
-        return await asyncio.to_thread(policy.write, read.requests, read.options, config)
-    return await policy.awrite(read.requests, read.options, config)
+    step = _MemoryStep(documents, tokenizer, memagent_config, questions, policy)
+    return call_node("update_memory", prepare=step.read, call=step.write, acall=step.awrite, finish=step.finish)
 
 
 def merge_segments(
-    model: BaseChatModel,
     documents: DocumentRegistry,
     tokenizer: Tokenizer,
     *,
     memagent_config: MemAgentConfig,
-    policy: MemoryPolicy | None = None,
+    policy: MemoryPolicy,
     questions: Questions = ONE_QUESTION,
 ) -> GraphNode:
     """Build the node that merges parallel segments (`memagent_graph.nodes.segments`), one round per superstep:
     each question's segment memories, in document order, packed into chunk-sized sections, are read as one more
     pass by the same policy and prompt from an empty memory (the questions with a section left in one batched
     call); the merged memory's spans keep their segments' sources."""
-    policy = policy or build_memory_policy(model, tokenizer, memagent_config)
-    sanitizer = Sanitizer.for_reading(memagent_config.prompts, tokenizer)
-    step = _MemoryStep(documents, tokenizer, memagent_config, questions, sanitizer)
+    step = _MemoryStep(documents, tokenizer, memagent_config, questions, policy)
 
-    def plan(state: Mapping[str, Any]) -> tuple[MergeRound, dict[str, Any], _Read | None]:
+    def plan(state: Mapping[str, Any]) -> _MergePlan:
         round_ = merge_round(state, questions, tokenizer, chunk_tokens=memagent_config.chunk_tokens)
         if not round_.active:
-            return round_, {}, None
+            return _MergePlan(round_, {}, None)
         asked = questions.questions(state)
         requests = [
             MemoryRequest(
@@ -167,23 +171,20 @@ def merge_segments(
             for q in round_.active
         ]
         chunk = ReadChunk(state["doc_id"], state["num_chunks"] - 1, "", MERGE_ORIGIN, None)
-        view = merge_view(state, questions, round_)
-        return round_, view, _Read(requests, chunk, call_options(memagent_config, budget="memory_tokens"))
+        read = _Read(requests, chunk, call_options(memagent_config, budget="memory_tokens"))
+        return _MergePlan(round_, merge_view(state, questions, round_), read)
 
-    def sync(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        round_, view, read = plan(state)
-        done = None if read is None else step.finish(view, read, policy.write(read.requests, read.options, config))
-        return merge_update(questions, round_, done, num_chunks=state["num_chunks"])
+    def write(planned: _MergePlan, config: RunnableConfig) -> list[Completion] | None:
+        return None if planned.read is None else step.write(planned.read, config)
 
-    async def async_(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        round_, view, read = await asyncio.to_thread(plan, state)
-        done = None
-        if read is not None:
-            completions = await _awrite(policy, read, config)
-            done = await asyncio.to_thread(step.finish, view, read, completions)
-        return merge_update(questions, round_, done, num_chunks=state["num_chunks"])
+    async def awrite(planned: _MergePlan, config: RunnableConfig) -> list[Completion] | None:
+        return None if planned.read is None else await step.awrite(planned.read, config)
 
-    return GraphNode(sync, async_, name="merge_segments")
+    def finish(state: Mapping[str, Any], planned: _MergePlan, completions: list[Completion] | None) -> dict[str, Any]:
+        done = None if planned.read is None else step.finish(planned.view, planned.read, completions or [])
+        return merge_update(questions, planned.round, done, num_chunks=state["num_chunks"])
+
+    return call_node("merge_segments", prepare=plan, call=write, acall=awrite, finish=finish)
 
 
 def memory_step(cursor: int, completion: Completion, memory: BudgetedMemory) -> StepRecord:

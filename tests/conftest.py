@@ -40,6 +40,14 @@ def needle(tokenizer):
     return needle_document(tokens=3000, tokenizer=tokenizer, seed=7, depth=0.0)
 
 
+@pytest.fixture
+def doc(tmp_path, needle):
+    """The `needle` document as a UTF-8 file."""
+    path = tmp_path / "doc.txt"
+    path.write_text(needle.text, encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def embedded_tokenizer():
     from memagent_graph.integrations.models.embedded_chat import embedded_tokenizer
@@ -99,3 +107,19 @@ def local_ray():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         yield ray
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    """A tiny random policy folder (weights, tokenizer, chat template) for one test module."""
+    from memagent_graph.training.rl.tiny_policy import build_tiny_policy
+
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny-policy"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def rollout(policy_dir):
+    """A transformers rollout backend over `policy_dir`, seeded, for one test module."""
+    from memagent_graph.training.rollout.backends import TransformersRollout
+
+    return TransformersRollout(str(policy_dir), seed=1)

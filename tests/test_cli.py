@@ -6,10 +6,9 @@ and captured output; one test runs the command as a subprocess (``python -m``), 
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from helpers import run_python
 
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
@@ -22,13 +21,6 @@ SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "
 def server(tokenizer):
     with SimulatedOpenAIServer(tokenizer=tokenizer) as running:
         yield running
-
-
-@pytest.fixture
-def doc(tmp_path, needle):
-    path = tmp_path / "doc.txt"
-    path.write_text(needle.text, encoding="utf-8")
-    return path
 
 
 def _assert_one_line_error(result, expected):
@@ -101,14 +93,8 @@ def test_endpoint_comes_from_the_environment(memagent, server, doc, needle):
 
 def test_the_command_answers_when_run_as_a_subprocess(server, doc, needle):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMAGENT_", "OPENAI_"))}
-    command = [sys.executable, "-m", "memagent_graph.integrations.cli", "ask", str(doc), needle.question]
-    done = subprocess.run(
-        [*command, "--base-url", server.base_url, "--quiet", *SMALL],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    command = ["-m", "memagent_graph.integrations.cli", "ask", str(doc), needle.question]
+    done = run_python(*command, "--base-url", server.base_url, "--quiet", *SMALL, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == needle.answer
 

@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import ToolCallingModel
 from langchain_core.documents import Document
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memagent_graph import MemAgent, MemAgentConfig
 from memagent_graph.documents.haystack import haystack_paragraphs
@@ -169,28 +167,6 @@ def test_every_python_block_runs_here_or_is_an_example_that_a_test_runs():
             assert re.fullmatch(r"examples/\w+\.py", path), f"{page.name} includes {path}, not an example"
             assert (REPO / path).is_file(), f"{page.name} includes {path}, which does not exist"
             assert Path(path).name in tests, f"no test runs {path}, which {page.name} includes"
-
-
-class ToolCallingModel(BaseChatModel):
-    """An agent's chat model: calls the tool it is bound to once, then answers with the tool's reply."""
-
-    tool: str = ""
-    args: dict[str, str] = {}
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-tool-caller"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> BaseChatModel:
-        return self.model_copy(update={"tool": tools[0].name})
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **_: Any) -> ChatResult:
-        replies = [m for m in messages if isinstance(m, ToolMessage)]
-        if replies:
-            message = AIMessage(f"The document says: {replies[-1].content}")
-        else:
-            message = AIMessage("", tool_calls=[{"name": self.tool, "args": self.args, "id": "call-1"}])
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 @pytest.fixture

@@ -37,11 +37,15 @@ def _one_off(index: int) -> TextDocument:
     return TextDocument(f"{FILLER}\nThe special magic number is n-{index}.\n{FILLER}")
 
 
+LEAK_CHECK = pytest.mark.integration  # a thousand reads (~10 s each): the full run, not the unit tier
+
+
 def _rss_after_gc() -> int:
     gc.collect()
     return psutil.Process().memory_info().rss
 
 
+@LEAK_CHECK
 def test_a_thousand_one_off_reads_through_one_agent_stay_at_the_bound(tokenizer):
     agent = MemAgent(RuleMemoryModel(), config=ONE_CHUNK, tokenizer=tokenizer)
     handed, rss = [], {}
@@ -74,6 +78,7 @@ class _NoteTaker:
         return "\\boxed{n}"
 
 
+@LEAK_CHECK
 def test_a_thousand_one_off_episodes_through_one_rollout_worker_stay_at_the_bound(tokenizer, tmp_path, monkeypatch):
     tokenizer.save(tmp_path / "tokenizer.json")  # the worker reads the policy folder's tokenizer
     monkeypatch.setattr(worker_module, "_backend", lambda *args, **options: _NoteTaker())

@@ -89,10 +89,13 @@ def test_full_context_does_not_run_on_a_document_beyond_the_window(readers, embe
     assert reading.reply.endswith("\\boxed{4417001}") and reading.cited is None  # it cites nothing
 
 
-def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_plot(
-    readers, embedded_tokenizer, tmp_path
-):
-    records = evaluate(["niah_single_1"], [512, 4096], samples=2, readers=readers, tokenizer=embedded_tokenizer)
+@pytest.fixture(scope="module")
+def records(readers, embedded_tokenizer) -> list:
+    """Every method on two samples at 512 and 4K tokens: one evaluation shared by the tests that score it."""
+    return evaluate(["niah_single_1"], [512, 4096], samples=2, readers=readers, tokenizer=embedded_tokenizer)
+
+
+def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_plot(records, tmp_path):
     assert len(records) == 2 * 2 * len(METHODS)
     summary = summarize(records)
     assert summary[("niah_single_1", 4096, "full")] is None
@@ -104,8 +107,7 @@ def test_evaluation_scores_each_method_on_each_sample_and_writes_json_table_and_
     assert paths["plot"].read_bytes().startswith(b"\x89PNG")
 
 
-def test_citing_methods_are_scored_on_citation_recall_and_groundedness(readers, embedded_tokenizer, tmp_path):
-    records = evaluate(["niah_single_1"], [4096], samples=2, readers=readers, tokenizer=embedded_tokenizer)
+def test_citing_methods_are_scored_on_citation_recall_and_groundedness(records, tmp_path):
     recall, grounded = summarize(records, "citation_recall"), summarize(records, "grounded")
     assert recall[("niah_single_1", 4096, "memagent")] == grounded[("niah_single_1", 4096, "memagent")] == 1.0
     assert recall[("niah_single_1", 4096, "bm25")] == 1.0  # the needle's passage was retrieved

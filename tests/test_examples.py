@@ -1,11 +1,10 @@
 """Every example runs (against the loopback OpenAI-compatible server)."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_python
 
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 
@@ -14,34 +13,22 @@ pytestmark = pytest.mark.integration  # not in the unit tier: runs the example s
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
-def test_ask_a_file_prints_the_answer(tmp_path, needle):
-    path = tmp_path / "doc.txt"
-    path.write_text(needle.text)
+def _run_example(script: str, *args: object, server: SimulatedOpenAIServer):
+    """``python examples/SCRIPT ARGS`` with its model at ``server``."""
+    return run_python(EXAMPLES / script, *args, env={**os.environ, "MEMAGENT_BASE_URL": server.base_url})
+
+
+def test_ask_a_file_prints_the_answer(doc, needle):
     with SimulatedOpenAIServer() as server:
-        env = {**os.environ, "MEMAGENT_BASE_URL": server.base_url}
-        result = subprocess.run(
-            [sys.executable, str(EXAMPLES / "ask_a_file.py"), str(path), needle.question],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        result = _run_example("ask_a_file.py", doc, needle.question, server=server)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == needle.answer
     assert "chunk 1/" in result.stderr
 
 
-def test_a_custom_memory_policy_registers_and_reads(tmp_path, needle):
-    path = tmp_path / "doc.txt"
-    path.write_text(needle.text)
+def test_a_custom_memory_policy_registers_and_reads(doc, needle):
     with SimulatedOpenAIServer() as server:
-        result = subprocess.run(
-            [sys.executable, str(EXAMPLES / "custom_memory_policy.py"), str(path), needle.question],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "MEMAGENT_BASE_URL": server.base_url},
-        )
+        result = _run_example("custom_memory_policy.py", doc, needle.question, server=server)
         update_calls = [r for r in server.chat_requests() if "<section>" in r["messages"][-1]["content"]]
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == needle.answer
@@ -49,12 +36,7 @@ def test_a_custom_memory_policy_registers_and_reads(tmp_path, needle):
 
 
 def test_the_shipped_data_files_are_what_the_export_script_writes(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "export_needle_tasks.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_python(EXAMPLES / "export_needle_tasks.py", tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     for name in ("needles_train.jsonl", "needles_eval.jsonl"):
         assert (tmp_path / name).read_bytes() == (EXAMPLES / "data" / name).read_bytes()
@@ -69,8 +51,8 @@ def test_the_train_from_file_example_trains_two_steps_on_its_data(tmp_path):
              "task": {**config.task.model_dump(exclude_defaults=True), "eval_samples": 4}}  # fmt: skip
     path = tmp_path / "quick.yaml"
     path.write_text(__import__("yaml").safe_dump({**config.model_dump(exclude_defaults=True), **quick}))
-    command = [sys.executable, "-m", "memagent_graph.integrations.cli", "train", "rl", "--config", str(path)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=EXAMPLES.parent)
+    command = ["-m", "memagent_graph.integrations.cli", "train", "rl", "--config", str(path)]
+    result = run_python(*command, timeout=600, cwd=EXAMPLES.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "on rows of examples/data/needles_train.jsonl" in result.stdout
     assert "eval after step 2" in result.stdout

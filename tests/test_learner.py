@@ -49,7 +49,7 @@ def _gradients(learner, calls):
 
 def test_the_loss_and_gradient_do_not_change_with_the_micro_batch_size(rollout, calls):
     loss_1, grad_1 = _gradients(_learner(rollout, micro_batch_size=1), calls)
-    for size in (2, 3, 5):
+    for size in (2, 5):  # uneven micro-batches (2 + 2 + 1), then the whole batch in one pass
         loss, grad = _gradients(_learner(rollout, micro_batch_size=size), calls)
         assert loss == pytest.approx(loss_1, rel=1e-5)
         assert torch.allclose(grad, grad_1, atol=1e-6)

@@ -1,18 +1,25 @@
 """The learner across ranks (Ray actors, gloo, a tiny Qwen2 on CPU): a 2-rank FSDP2 or DDP step equals the
 single-process learner's on the same batch, also when the ranks get uneven micro-batch counts; its weights
 gather whole for the rollout workers; a sharded checkpoint resumes onto another number of ranks, alone and
-inside a training run."""
+inside a training run; ranks or rollout workers that Ray cannot place refuse the run with the fix; and the
+documented two-rank run of the example runs to the end on 2 CPUs."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.cli import main
 from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rewards import REWARDS, register_reward
+from memagent_graph.training.rl.checkpoints import is_sharded
 from memagent_graph.training.rl.config import RLConfig
 from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
 from memagent_graph.training.rl.learner_group import LearnerGroup, LearnerRankError, split_calls
@@ -27,6 +34,8 @@ QUESTIONS = ["What is the magic number?", "Name a colour.", "Who wrote it?", "Wh
 ADVANTAGES = [1.0, -0.5, 0.25, -1.0, 0.5]
 TOLERANCE = 1e-5  # fp32; the ranks sum the same terms in another order
 # fp32 on every CPU (the ranks are compared with the single learner exactly); one test turns on bf16 params
+EXAMPLE = Path(__file__).parent.parent / "examples" / "train_tiny.yaml"
+DOCS = Path(__file__).parent.parent / "docs" / "training.md"
 SETTINGS = {"lr": 1e-2, "micro_batch_size": 2, "cpus_per_worker": 0.5, "bf16_autocast": False, "param_dtype": "float32"}
 
 
@@ -264,12 +273,49 @@ def test_a_lora_group_saves_its_adapters_as_a_peft_folder(policy, calls, tmp_pat
         torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
 
 
-def test_ranks_that_the_cluster_cannot_place_are_refused_with_what_it_has(monkeypatch):
-    from memagent_graph.training.rl import learner_group
+def test_ranks_that_the_cluster_cannot_place_are_refused_with_what_it_has():
+    refused = r"cannot place 2 learner ranks of \{'CPU': 64.0\} each within 1 s: .* available of \{'CPU': 2.0\}; lower"
+    config = LearnerConfig(workers=2, strategy="fsdp", cpus_per_worker=64)
+    with pytest.raises(ConfigError, match=refused + " learner.workers"):
+        LearnerGroup("unused", config=config, placement_timeout_s=1.0)
 
-    monkeypatch.setattr(learner_group, "PLACEMENT_TIMEOUT_S", 1.0)
-    with pytest.raises(ConfigError, match=r"cannot place 2 learner ranks of \{'CPU': 64.0\}.*lower learner.workers"):
-        LearnerGroup("unused", config=LearnerConfig(workers=2, strategy="fsdp", cpus_per_worker=64))
+
+def test_a_run_whose_rollout_workers_find_no_cpu_left_is_refused_with_the_fix(policy, tmp_path):
+    import ray
+
+    # the two ranks hold both CPUs of the cluster: nothing is left for the rollout workers
+    learner = {**SETTINGS, "workers": 2, "strategy": "fsdp", "cpus_per_worker": 1.0}
+    config = _run(policy, tmp_path, workers=2).model_copy(
+        update={"ray": True, "rollout_workers": 2, "placement_timeout_s": 1.0, "learner": LearnerConfig(**learner)}
+    )
+    refused = r"cannot place 2 rollout workers of \{'CPU': 0.01\} each within 1 s: the cluster has \{'CPU': 0.0\} "
+    with pytest.raises(ConfigError, match=refused + r"available of \{'CPU': 2.0\}; lower rollout_workers .*cpus_per"):
+        Trainer(config)
+    assert {group["state"] for group in ray.util.placement_group_table().values()} == {"REMOVED"}  # ranks too
+
+
+DOCUMENTED = re.search(r"## Scaling out the learner\n.*?```yaml\n(.*?)```", DOCS.read_text(), re.S)[1]
+"""docs/training.md's change to examples/train_tiny.yaml that puts the learner on two FSDP ranks."""
+
+
+@pytest.mark.integration  # the training command, as a user runs it
+@pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
+def test_the_documented_two_rank_run_of_the_example_runs_to_the_end_on_two_cpus(tmp_path, capsys):
+    # this module's Ray cluster has the 2 CPUs the example hung on: two rollout workers beside two ranks
+    example = {**yaml.safe_load(EXAMPLE.read_text()), **yaml.safe_load(DOCUMENTED)}
+    smaller = {  # every part of the run, once: warm start, evaluation, one RL step, weight sync, checkpoint
+        "steps": 1, "questions_per_step": 2, "group_size": 2, "eval_every": 0, "dynamic_sampling": False,
+        "task": {**example["task"], "eval_samples": 2}, "warm_start": {**example["warm_start"], "steps": 2},
+    }  # fmt: skip
+    config = tmp_path / "train_tiny_fsdp.yaml"
+    config.write_text(yaml.safe_dump({**example, **smaller}))
+    assert main(["train", "rl", "--config", str(config), "--output-dir", str(tmp_path / "run")]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    [step] = [line for line in lines if "reward" in line]
+    assert step["calls_trained"] > 0 and step["policy_version"] == 2  # the warm start, then the RL step
+    assert len([line for line in lines if "eval_reward" in line]) == 2
+    assert is_sharded(tmp_path / "run" / "checkpoint" / "learner")
+    assert "on 2 rollout worker(s)" in capsys.readouterr().out
 
 
 def test_cpu_offload_on_cpu_ranks_is_refused():

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage
 
-from memagent_graph.errors import EngineNotInstalledError
+from memagent_graph.errors import EngineNotInstalledError, ModelError
 from memagent_graph.integrations.models.embedded_chat import LocalChatModel
 from memagent_graph.integrations.models.embedded_files import ensure_local_model, smollm2_gguf_path
 
@@ -30,9 +31,24 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def model_dir(cache_dir: Path) -> Path:
-    """The converted model, made once for the module (about 20 s)."""
-    return ensure_local_model(cache_dir=cache_dir)
+def conversion(cache_dir: Path) -> tuple[Path, set[str]]:
+    """The converted model, made once for the module (about 30 s), and the names of gguf's module globals that
+    this process saw replaced while the conversion ran (sampled every 10 ms)."""
+    import gguf
+
+    originals = {"GGUFReader": gguf.GGUFReader, "get_tensor_name_map": gguf.get_tensor_name_map}
+    replaced: set[str] = set()
+    with ThreadPoolExecutor(1) as pool:
+        converting = pool.submit(ensure_local_model, cache_dir=cache_dir)
+        while not converting.done():
+            replaced.update(name for name, original in originals.items() if getattr(gguf, name) is not original)
+            time.sleep(0.01)
+    return converting.result(), replaced
+
+
+@pytest.fixture(scope="module")
+def model_dir(conversion: tuple[Path, set[str]]) -> Path:
+    return conversion[0]
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +77,30 @@ def test_conversion_writes_a_model_folder_once(model_dir: Path, cache_dir: Path)
 
 def test_conversion_leaves_no_temporary_folder(model_dir: Path, cache_dir: Path) -> None:
     assert list(cache_dir.iterdir()) == [model_dir]
+
+
+def test_conversion_never_patches_this_processs_gguf(conversion: tuple[Path, set[str]]) -> None:
+    # its speed-ups patch gguf's module globals: only in the conversion's own process, never in this one's threads
+    assert conversion[1] == set()
+
+
+def test_a_failed_conversion_says_so_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gguf
+
+    from memagent_graph.integrations.models import embedded_files
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(b"GGUF" + bytes(60))
+    monkeypatch.setattr(embedded_files, "smollm2_gguf_path", lambda: damaged)
+    # the conversion process fails on the damaged file as the real one does (ValueError from transformers'
+    # GGUF reader, measured: 19 s to import torch and transformers first)
+    failing = "import sys; raise ValueError(sys.argv[1] + ' is GGUF v0; this reader handles v2 and v3.')"
+    monkeypatch.setattr(embedded_files, "_CONVERT_IN_CHILD", failing)
+    with pytest.raises(ModelError, match=r"converting the embedded model .*damaged.gguf failed .*GGUF v0.*reinstall"):
+        ensure_local_model(cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+    assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is name_map
 
 
 def test_greedy_answer_knows_the_capital_of_france(chat_model: LocalChatModel) -> None:

@@ -20,9 +20,9 @@ from memagent_graph.nodes import (
     register_memory_policy,
 )
 from memagent_graph.nodes.model_call import CallOptions, Completion
-from memagent_graph.nodes.quote_memory import quote_update
-from memagent_graph.nodes.quote_scoring import GainCache
-from memagent_graph.nodes.quote_selection import QuoteSettings
+from memagent_graph.nodes.quote.memory import quote_update
+from memagent_graph.nodes.quote.scoring import GainCache
+from memagent_graph.nodes.quote.selection import QuoteSettings
 from memagent_graph.testing import RuleMemoryModel
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 
-from memagent_graph.nodes.quote_choice import choose
+from memagent_graph.nodes.quote.choice import choose
 from memagent_graph.training.rl.algorithms import plackett_luce_logprob
 
 GAINS = [3.0, 9.0, 1.0, 12.0]

@@ -16,11 +16,11 @@ from pydantic import PrivateAttr
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.embedded_engine import _line_continuations
-from memagent_graph.nodes.quote_answer import answer_span, asks_for_several, quote_answerer
-from memagent_graph.nodes.quote_memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
-from memagent_graph.nodes.quote_prefilter import prefilter
-from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms
-from memagent_graph.nodes.quote_selection import QuoteSettings, fit_budget, rank_quotes, second_hops
+from memagent_graph.nodes.quote.answer import answer_span, asks_for_several, quote_answerer
+from memagent_graph.nodes.quote.memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
+from memagent_graph.nodes.quote.prefilter import prefilter
+from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms
+from memagent_graph.nodes.quote.selection import QuoteSettings, fit_budget, rank_quotes, second_hops
 from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 
 QUESTION = "What is the access code of the north gate?"
@@ -52,6 +52,12 @@ def _settings(min_gain: float = 2, *, hop_min_share: float = 2.0, prefilter: int
 def _rank(question: str, candidates: list[str], scorer: WordOverlapScorer, **settings: Any) -> list[str]:
     cache = GainCache(scorer)
     return rank_quotes(question, candidates, cache, settings=_settings(**settings), tally=ScoreTally(len)).kept
+
+
+def _span_answer(question: str, memory: str) -> str:
+    """The span answer to ``question`` from ``memory``'s notes, scored by word overlap (10 nats a word)."""
+    cache = GainCache(WordOverlapScorer(nats_per_word=10))
+    return quote_answerer(cache, settings=_settings(), mode="span", count=len)(question, memory, {}).text
 
 
 class QuotingModel(BaseChatModel):
@@ -182,11 +188,8 @@ def test_span_answer_skips_the_first_hops_names_and_keeps_a_whole_name():
 
 
 def test_notes_that_tie_with_the_best_all_answer_and_a_weaker_one_does_not():
-    answer = quote_answerer(
-        GainCache(WordOverlapScorer(nats_per_word=10)), settings=_settings(), mode="span", count=len
-    )
     memory = "The north gate code is 7731.\nThe north gate code is 4410.\nThe south door code is 9999."
-    assert answer("What are the codes of the north gate?", memory, {}).text == "7731, 4410"
+    assert _span_answer("What are the codes of the north gate?", memory) == "7731, 4410"
 
 
 def test_span_answer_is_the_line_when_it_has_no_name_or_value():
@@ -231,11 +234,8 @@ def test_a_value_that_opens_a_sentence_is_still_the_span():
 
 
 def test_a_question_asking_for_one_thing_gets_only_the_best_note():
-    answer = quote_answerer(
-        GainCache(WordOverlapScorer(nats_per_word=10)), settings=_settings(), mode="span", count=len
-    )
     memory = "The north gate code is 7731.\nThe north gate code is 4410."
-    assert answer("What is the north gate code?", memory, {}).text == "7731"
+    assert _span_answer("What is the north gate code?", memory) == "7731"
 
 
 def test_update_keeps_previous_notes_as_candidates_and_reports_a_quote_step(tokenizer):

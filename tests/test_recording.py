@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import recorded_read
 
-from memagent_graph import MemAgent, MemAgentConfig, TextDocument
+from memagent_graph import MemAgentConfig
 from memagent_graph.config import RetrySettings
-from memagent_graph.documents.haystack import needle_document
-from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
 from memagent_graph.training.rl.learner import token_logprobs
-from memagent_graph.training.rl.tiny_policy import build_tiny_policy
-from memagent_graph.training.rollout.backends import TransformersRollout
 from memagent_graph.training.rollout.recording import RecordingChatModel
 from memagent_graph.training.rollout.traces import TraceRecorder, read_jsonl, read_parquet, write_jsonl, write_parquet
 
@@ -24,24 +21,8 @@ CONFIG = MemAgentConfig(
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory):
-    return build_tiny_policy(tmp_path_factory.mktemp("tiny-policy"), seed=0)
-
-
-@pytest.fixture(scope="module")
-def rollout(policy_dir):
-    return TransformersRollout(str(policy_dir), seed=1)
-
-
-@pytest.fixture(scope="module")
 def recorded(rollout, policy_dir):
-    recorder = TraceRecorder()
-    tokenizer = HuggingFaceTokenizer(policy_dir / "tokenizer.json")
-    task = needle_document(tokens=1000, tokenizer=tokenizer, seed=4)
-    agent = MemAgent(RecordingChatModel(rollout=rollout, recorder=recorder), config=CONFIG, tokenizer=tokenizer)
-    metadata = {"episode_id": "episode-1", "group_id": "question-9"}
-    result = agent.invoke(task.question, TextDocument(task.text), config={"metadata": metadata})
-    return recorder, result
+    return recorded_read(rollout, policy_dir, config=CONFIG, tokens=1000)
 
 
 def test_every_call_of_the_episode_is_recorded_in_order_with_its_node(recorded):

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ToolCallingModel
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from memagent_graph import DocumentRegistry, MemAgent, MemAgentConfig, TextDocument
@@ -19,28 +18,6 @@ from memagent_graph.testing import RuleMemoryModel
 
 CONFIG = MemAgentConfig(chunk_tokens=300, memory_tokens=120, answer_tokens=50)
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agent_tool.py"
-
-
-class ToolCallingModel(BaseChatModel):
-    """Calls ``tool`` once with ``args``, then answers with the content of the tool's reply."""
-
-    tool: str
-    args: dict[str, str]
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-tool-caller"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> BaseChatModel:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **_: Any) -> ChatResult:
-        replies = [m for m in messages if isinstance(m, ToolMessage)]
-        if replies:
-            message = AIMessage(f"The document says: {replies[-1].content}")
-        else:
-            message = AIMessage("", tool_calls=[{"name": self.tool, "args": self.args, "id": "call-1"}])
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Verifiable rewards: MemAgent's training verifier, the usual QA metrics and RULER's string match, in a registry.
 
 Every reward function takes the model's final reply (or extracted answer) and the list of gold answers and
-returns a float in [0, 1]. Register your own with `@register_reward("name")`; look them up with `get_reward`.
+returns a float in [0, 1]. Register your own with `@register_reward("name")` (a name taken is refused unless
+``replace=True``); look them up with `get_reward`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,18 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
-def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
-    """Add a reward function to `REWARDS` under ``name`` (decorator)."""
+def register_reward(name: str, *, replace: bool = False) -> Callable[[RewardFn], RewardFn]:
+    """Decorator: add a reward function to `REWARDS` under ``name``.
+
+    A name taken by another function is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
+    """
 
     def add(function: RewardFn) -> RewardFn:
+        if not replace and REWARDS.get(name, function) is not function:
+            raise ConfigError(
+                f"a reward named {name!r} is registered already: choose another name, or "
+                "register_reward(name, replace=True) to override it"
+            )
         REWARDS[name] = function
         return function
 

@@ -198,17 +198,9 @@ def _agent(
 
 def _choice(args: argparse.Namespace) -> ModelChoice:
     """The model named by the options or the environment, else the embedded engine."""
-    from memagent_graph.integrations.model_choice import choose_model
+    from memagent_graph.integrations.model_options import ModelOptions
 
-    return choose_model(
-        base_url=args.base_url,
-        model=args.model,
-        api_key=args.api_key,
-        tokenizer=args.tokenizer,
-        adapter_path=args.adapter,
-        model_path=args.model_dir,
-        timeout=getattr(args, "timeout", None),
-    )
+    return ModelOptions.from_cli_args(args).choose(timeout=getattr(args, "timeout", None))
 
 
 def _document(path: str) -> DocumentSource:
@@ -379,19 +371,11 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _batch_settings(args: argparse.Namespace) -> BatchSettings:
-    """What every batch worker builds its MemAgent from: the model options and the reading options."""
+    """What every batch worker builds its MemAgent from: the model options (completed from this process's
+    environment, which the workers lack) and the reading options."""
     from memagent_graph.integrations.ray_batch import BatchSettings
-    from memagent_graph.reading_options import ReadingOptions
 
-    return BatchSettings.from_env(
-        base_url=args.base_url,
-        model=args.model,
-        api_key=args.api_key,
-        tokenizer=args.tokenizer,
-        adapter=args.adapter,
-        model_dir=args.model_dir,
-        reading=ReadingOptions.from_cli_args(args),
-    )
+    return BatchSettings.from_cli_args(args).with_env()
 
 
 def _vllm(args: argparse.Namespace) -> int:

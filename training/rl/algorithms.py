@@ -22,10 +22,18 @@ ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
 KL_CLAMP = 10.0  # verl's clamp of the log-ratio in the k3 estimator
 
 
-def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Add an advantage estimator ``(rewards, group_ids) -> advantages`` (per episode) under ``name``."""
+def register_advantage(name: str, *, replace: bool = False) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator: add an advantage estimator ``(rewards, group_ids) -> advantages`` (per episode) under ``name``.
+
+    A name taken by another estimator is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
+    """
 
     def add(function: AdvantageFn) -> AdvantageFn:
+        if not replace and ADVANTAGE_ESTIMATORS.get(name, function) is not function:
+            raise ConfigError(
+                f"an advantage estimator named {name!r} is registered already: choose another name, or "
+                "register_advantage(name, replace=True) to override it"
+            )
         ADVANTAGE_ESTIMATORS[name] = function
         return function
 
@@ -118,7 +126,7 @@ def plackett_luce_logprob(
     temperature: float,
 ) -> torch.Tensor:
     """log-probability of drawing ``order`` from ``gains`` (then the stop option when ``stopped``) under the
-    quote policy's Plackett-Luce draw at ``temperature`` (`memagent_graph.nodes.quote_choice`): each pick is a
+    quote policy's Plackett-Luce draw at ``temperature`` (`memagent_graph.nodes.quote.choice`): each pick is a
     softmax over the candidates left and the stop option (worth ``stop_gain``; None: no stop option)."""
     values = gains / temperature
     stop = values.new_tensor([] if stop_gain is None else [stop_gain / temperature])

@@ -17,6 +17,7 @@ from memagent_graph.reading_options import ReadingOptions
 from memagent_graph.training.data.tasks import Task, needle_tasks
 from memagent_graph.training.rl.learner import LearnerConfig
 from memagent_graph.training.rl.tiny_policy import TINY_PROMPTS
+from memagent_graph.training.rollout.worker_pool import PLACEMENT_TIMEOUT_S
 from memagent_graph.training.sft.warm_start import WarmStart
 
 __all__ = ["LoraSettings", "RLConfig", "RolloutSettings", "TaskSettings", "WarmStart"]
@@ -187,6 +188,12 @@ class RLConfig(BaseModel):
     ray: bool = Field(True, description="Rollout workers as Ray actors (False: in this process).")
     ray_address: str | None = Field(
         None, description='A running Ray cluster to join ("auto", or "ray://head:10001"); None starts a local one.'
+    )
+    placement_timeout_s: float = Field(
+        PLACEMENT_TIMEOUT_S,
+        gt=0.0,
+        description="How long Ray may take to place the run's actors (learner ranks, rollout workers); a run it "
+        "cannot place in time is refused with the resources asked for and those the cluster has.",
     )
     colocate: bool = Field(
         False,

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -239,6 +239,15 @@ def micro_batches(calls: Sequence[TraceCall], *, config: LearnerConfig) -> list[
     return batches
 
 
+class _Part(NamedTuple):
+    """One micro-batch's calls of one kind (generated, or quote-policy draws), their advantages, and the pass's
+    weight (0: a pass on the filler, `TorchLearner._passes`)."""
+
+    rows: list[TraceCall]
+    advantages: list[float]
+    weight: float
+
+
 class TorchLearner:
     """AdamW on a Hugging Face causal LM (optionally a peft LoRA model: only trainable weights are updated)."""
 
@@ -298,28 +307,20 @@ class TorchLearner:
                 ]
                 if part:
                     run = self._choice_pass if is_choice else self._token_pass
-                    run([row for row, _ in part], [a for _, a in part], weight=weight, share=share, stats=stats)
+                    run(_Part([row for row, _ in part], [a for _, a in part], weight), share=share, stats=stats)
         return stats
 
-    def _token_pass(
-        self,
-        rows: list[TraceCall],
-        advantages: list[float],
-        *,
-        weight: float,
-        share: StepShare,
-        stats: dict[str, float],
-    ) -> None:
+    def _token_pass(self, part: _Part, *, share: StepShare, stats: dict[str, float]) -> None:
         """Accumulate the gradient of one micro-batch's generated calls; add to ``stats``."""
         config, total_tokens = self.config, share.total_tokens
-        packed, logits, logprobs = self._forward(rows)
+        packed, logits, logprobs = self._forward(part.rows)
         reference = self._reference_logprobs(packed) if config.kl_coef > 0 else None
-        sampled = torch.tensor([[call.logprobs is not None] for call in rows], device=self.device)
+        sampled = torch.tensor([[call.logprobs is not None] for call in part.rows], device=self.device)
         old_logprobs, importance = self._old_logprobs(logprobs, packed, sampled)
-        result = self._loss(logprobs, old_logprobs, advantages, packed.response_mask, share, reference, importance)
+        result = self._loss(logprobs, old_logprobs, part.advantages, packed.response_mask, share, reference, importance)
         # gradient sync across ranks averages (divides by the rank count): scaled, the average is the sum
-        (result.loss * (weight * share.ranks)).backward()
-        if not weight:
+        (result.loss * (part.weight * share.ranks)).backward()
+        if not part.weight:
             return
         self._add_stats(stats, result, total_tokens)
         with torch.no_grad():
@@ -328,23 +329,15 @@ class TorchLearner:
             gap = float(((logprobs - packed.old_logprobs).abs() * packed.response_mask * sampled).max())
             stats["logprob_gap"] = max(stats["logprob_gap"], gap)
 
-    def _choice_pass(
-        self,
-        rows: list[TraceCall],
-        advantages: list[float],
-        *,
-        weight: float,
-        share: StepShare,
-        stats: dict[str, float],
-    ) -> None:
+    def _choice_pass(self, part: _Part, *, share: StepShare, stats: dict[str, float]) -> None:
         """Accumulate the gradient of one micro-batch's quote-policy draws (each one unit of the loss, like a
         token: `step_units`); add to ``stats``. No KL term: the reference penalty covers generated tokens."""
-        logprobs = self._choice_logprobs(rows)[:, None]
-        old = torch.tensor([[call.choice.logprob] for call in rows], device=self.device)  # type: ignore[union-attr]
+        logprobs = self._choice_logprobs(part.rows)[:, None]
+        old = torch.tensor([[call.choice.logprob] for call in part.rows], device=self.device)  # type: ignore[union-attr]
         mask = torch.ones_like(old)
-        result = self._loss(logprobs, old, advantages, mask, share, None, None)
-        (result.loss * (weight * share.ranks)).backward()
-        if weight:
+        result = self._loss(logprobs, old, part.advantages, mask, share, None, None)
+        (result.loss * (part.weight * share.ranks)).backward()
+        if part.weight:
             self._add_stats(stats, result, share.total_tokens)
             stats["logprob_gap"] = max(stats["logprob_gap"], float((logprobs.detach() - old).abs().max()))
 

@@ -33,12 +33,9 @@ from memagent_graph.training.rl.learner import (
 from memagent_graph.training.rollout.ray_cluster import ensure_ray
 from memagent_graph.training.rollout.traces import TraceCall
 from memagent_graph.training.rollout.weights import load_policy, with_lora
+from memagent_graph.training.rollout.worker_pool import MIN_ACTOR_CPUS, PLACEMENT_TIMEOUT_S, place_bundles
 
 _STATS = ("loss", "clip_fraction", "approx_kl", "kl", "entropy")
-
-
-PLACEMENT_TIMEOUT_S = 60.0
-"""How long the ranks' placement group may wait for resources before the run is refused."""
 
 
 class LearnerRankError(MemAgentError, RuntimeError):
@@ -232,23 +229,18 @@ class LearnerRank:
             dist.destroy_process_group()
 
 
-def rank_placement(config: LearnerConfig, *, device: str) -> Any:
+def rank_placement(config: LearnerConfig, *, device: str, timeout_s: float = PLACEMENT_TIMEOUT_S) -> Any:
     """A Ray placement group of one bundle per rank (its CPUs, and one GPU on cuda), packed onto as few nodes as
-    fit (``PACK``: a node's GPUs talk over NVLink, not the network); ready when it returns."""
-    import ray
-    from ray.util.placement_group import placement_group
-
-    bundle = {"CPU": max(config.cpus_per_worker, 0.01), **({"GPU": 1} if device == "cuda" else {})}
-    group = placement_group([dict(bundle) for _ in range(config.workers)], strategy="PACK")
-    try:
-        ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
-    except ray.exceptions.GetTimeoutError:
-        ray.util.remove_placement_group(group)
-        raise ConfigError(
-            f"Ray cannot place {config.workers} learner ranks of {bundle} each (the cluster has "
-            f"{ray.cluster_resources()}); lower learner.workers or learner.cpus_per_worker, or add nodes"
-        ) from None
-    return group
+    fit (``PACK``: a node's GPUs talk over NVLink, not the network); ready when it returns, refused
+    (`ConfigError`) when Ray cannot place it within ``timeout_s``."""
+    bundle = {"CPU": max(config.cpus_per_worker, MIN_ACTOR_CPUS), **({"GPU": 1} if device == "cuda" else {})}
+    return place_bundles(
+        [dict(bundle) for _ in range(config.workers)],
+        strategy="PACK",
+        timeout_s=timeout_s,
+        what=f"{config.workers} learner ranks",
+        fix="lower learner.workers or learner.cpus_per_worker, or add nodes",
+    )
 
 
 class LearnerGroup:
@@ -264,8 +256,10 @@ class LearnerGroup:
         seed: int = 0,
         lora: dict[str, Any] | None = None,
         device: str = "cpu",
+        placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     ) -> None:
-        """``lora``: train adapters (`LoraSettings` fields) on every rank; ``device`` cuda: one GPU per rank."""
+        """``lora``: train adapters (`LoraSettings` fields) on every rank; ``device`` cuda: one GPU per rank;
+        ``placement_timeout_s``: how long Ray may take to place the ranks before the run is refused."""
         import ray
 
         if config.strategy == "single":
@@ -273,7 +267,7 @@ class LearnerGroup:
         if config.offload and device != "cuda":
             raise ConfigError("`learner.offload` moves GPU ranks' parameters to the CPU: it needs device: cuda")
         ensure_ray()
-        self.placement = rank_placement(config, device=device)
+        self.placement = rank_placement(config, device=device, timeout_s=placement_timeout_s)
         gpus = 1 if device == "cuda" else 0
         actor = ray.remote(num_cpus=config.cpus_per_worker, num_gpus=gpus)(LearnerRank)
         options = {

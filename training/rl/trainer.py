@@ -127,21 +127,26 @@ class Trainer:
         self.learner: Learner = (
             self._local_learner(lora) if config.learner.strategy == "single" else self._learner_group()
         )
-        self.workers = WorkerPool(
-            config.rollout_workers,
-            use_ray=config.ray,
-            policy=str(self.policy),
-            reading=config.reading(),
-            seed=config.seed,
-            gpus=rollout_gpus(config, device=self.device),
-            device=self.device if config.rollout.backend == "transformers" else "cpu",
-            lora=lora,
-            backend=config.rollout.backend,
-            engine_options={
-                **config.rollout.engine_options,
-                **({"enable_sleep_mode": True} if config.colocate else {}),
-            },
-        )
+        try:  # the rollout workers take the CPUs the learner ranks leave (`rollout_worker_cpus`)
+            self.workers = WorkerPool(
+                config.rollout_workers,
+                use_ray=config.ray,
+                policy=str(self.policy),
+                reading=config.reading(),
+                seed=config.seed,
+                gpus=rollout_gpus(config, device=self.device),
+                placement_timeout_s=config.placement_timeout_s,
+                device=self.device if config.rollout.backend == "transformers" else "cpu",
+                lora=lora,
+                backend=config.rollout.backend,
+                engine_options={
+                    **config.rollout.engine_options,
+                    **({"enable_sleep_mode": True} if config.colocate else {}),
+                },
+            )
+        except BaseException:  # refused (or failed): the learner's ranks and their bundles go too
+            self.learner.close()
+            raise
         self.colocated = config.colocate
         self.step_index, self.position, self.version = 0, 0, 0
         self.workers.sync(self.learner.weights(), self.version)
@@ -188,6 +193,7 @@ class Trainer:
             seed=config.seed,
             lora=config.lora.model_dump() if config.lora else None,
             device=self.device,
+            placement_timeout_s=config.placement_timeout_s,
         )
 
     def _policy_folder(self) -> Path:
@@ -397,6 +403,7 @@ class Trainer:
                 "output_dir": True,
                 "device": True,
                 "ray_address": True,
+                "placement_timeout_s": True,
                 "learner": {"workers", "strategy", "cpus_per_worker", "offload"},
             },
         )

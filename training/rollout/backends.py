@@ -117,10 +117,9 @@ class TransformersRollout(ChatTokens):
         return [float(score) for score in scores]
 
     def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
-        import torch
+        from memagent_graph.integrations.models.embedded_engine import seeded_sampling
 
-        with self._lock:
-            torch.manual_seed(self._generator_seed + self.sampled_calls)
+        with self._lock, seeded_sampling(self._generator_seed + self.sampled_calls, self.model.device):
             self.sampled_calls += 1
             return generate(
                 self.model,

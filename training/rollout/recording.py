@@ -29,7 +29,7 @@ from pydantic import ConfigDict
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.query_likelihood import passage_prompt_ids, question_ids
-from memagent_graph.nodes.quote_choice import Draw
+from memagent_graph.nodes.quote.choice import Draw
 from memagent_graph.training.rollout.backends import Sampling
 from memagent_graph.training.rollout.traces import ChoiceTrace, TraceRecorder
 
@@ -54,6 +54,12 @@ class RecordingChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "memagent-recording"
+
+    @property
+    def policy_version(self) -> int:
+        """The version of the weights it generates and scores with (a `VersionedScorer`: the quote policy's
+        cached scores are kept per version)."""
+        return self.rollout.policy_version
 
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """The rollout policy's log p(question | passage) for each passage (the quote policy's scores)."""

@@ -18,7 +18,7 @@ from memagent_graph.errors import EngineNotInstalledError
 
 
 class ChoiceTrace(BaseModel):
-    """A quote-policy draw (`memagent_graph.nodes.quote_choice`) in the policy's tokens: what the learner needs
+    """A quote-policy draw (`memagent_graph.nodes.quote.choice`) in the policy's tokens: what the learner needs
     to recompute its log-probability. Each candidate's gain is log p(query | its scoring prompt) minus
     log p(query | the empty passage's prompt) (`query_likelihood`)."""
 

@@ -3,7 +3,9 @@
 The body of a Ray rollout actor (`ray.remote(RolloutWorker)`), and usable in-process as it is. Its episodes
 read concurrently, one thread each, and their model calls are batched into one `generate` per round
 (`BatchingRollout`). Weights arrive from the learner with `load_weights` (through Ray's object store when
-remote).
+remote). Each read is numbered as it begins, and the quote policy's draws are seeded from the worker's seed and
+that number (`nodes.quote.memory.DRAW_SEED`): workers draw their own streams, concurrent reads do not share
+one, and the count is part of the sampling state a checkpoint keeps.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import HuggingFaceTokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.nodes.quote.memory import DRAW_SEED
 from memagent_graph.state import RunSettings
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rollout.backends import TransformersRollout
@@ -59,6 +62,8 @@ class RolloutWorker:
     ) -> None:
         if threads is not None:
             torch.set_num_threads(threads)
+        self.seed = seed
+        self.reads = 0  # reads begun so far: the next read's number
         self.rollout = BatchingRollout(
             _backend(backend, policy, seed=seed, lora=lora, options=engine_options or {}, device=device)
         )
@@ -72,16 +77,18 @@ class RolloutWorker:
         self.recorder.clear()
         self.rollout.expect([episode.episode_id for episode in episodes])
         settings = RunSettings(temperature=0.0, quote_temperature=0.0) if greedy else None
+        numbers = range(self.reads, self.reads + len(episodes))  # in the order given, not as the threads start
+        self.reads += len(episodes)
         with ThreadPoolExecutor(max_workers=max(len(episodes), 1)) as pool:
-            answers = list(pool.map(lambda episode: self._read(episode, settings), episodes))
+            answers = list(pool.map(self._read, episodes, numbers, [settings] * len(episodes)))
         rollouts = []
         for episode, answer in zip(episodes, answers, strict=True):
             calls = self.recorder.episode(episode.episode_id)
             rollouts.append(Rollout(calls=calls, answer=_final_reply(calls, answer)))
         return rollouts
 
-    def _read(self, episode: Episode, settings: RunSettings | None) -> str:
-        metadata = {"episode_id": episode.episode_id, "group_id": episode.group_id}
+    def _read(self, episode: Episode, number: int, settings: RunSettings | None) -> str:
+        metadata = {"episode_id": episode.episode_id, "group_id": episode.group_id, DRAW_SEED: f"{self.seed}/{number}"}
         with self.rollout.episode(episode.episode_id):
             return self.agent.invoke(
                 episode.task.question,
@@ -105,13 +112,19 @@ class RolloutWorker:
         self.rollout.backend.wake(tags)
 
     def sampling_state(self) -> dict[str, int]:
-        """What a checkpoint needs to continue this worker's sampling exactly."""
-        return {"sampled_calls": self.rollout.sampled_calls, "policy_version": self.rollout.policy_version}
+        """What a checkpoint needs to continue this worker's sampling exactly: the backend's generate calls (its
+        token sampling's seeds), the policy version and the reads begun (the quote draws' seeds)."""
+        return {
+            "sampled_calls": self.rollout.sampled_calls,
+            "policy_version": self.rollout.policy_version,
+            "reads": self.reads,
+        }
 
     def restore_sampling_state(self, state: dict[str, int]) -> None:
         """Continue from `sampling_state` (after `load_weights`)."""
         self.rollout.backend.sampled_calls = state["sampled_calls"]
         self.rollout.backend.policy_version = state["policy_version"]
+        self.reads = state.get("reads", 0)  # 0: a checkpoint from before the reads were counted
 
     def pid(self) -> int:
         """The worker's process id (tests kill it to check that the trainer restarts it)."""

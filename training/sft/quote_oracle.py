@@ -16,8 +16,8 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.chunking import chunk_document
 from memagent_graph.documents.sources import TextDocument
 from memagent_graph.documents.tokenization import Tokenizer
-from memagent_graph.nodes.quote_choice import Choice, Draw
-from memagent_graph.nodes.quote_memory import quote_candidates
+from memagent_graph.nodes.quote.choice import Choice, Draw
+from memagent_graph.nodes.quote.memory import quote_candidates
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.rollout.backends import ChatTokens
 from memagent_graph.training.rollout.recording import RecordingChatModel

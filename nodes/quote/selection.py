@@ -1,6 +1,6 @@
 """What the quote policy keeps: the sentence that predicts the question best, its second hops, then the rest
-that beat an empty passage, within the memory budget (the pure ranking behind `quote_memory` and
-`quote_answer`); at a temperature, the order is drawn (`quote_choice`) and the second hops follow the first
+that beat an empty passage, within the memory budget (the pure ranking behind `quote.memory` and
+`quote.answer`); at a temperature, the order is drawn (`quote.choice`) and the second hops follow the first
 pick."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from langgraph.runtime import get_runtime
 
 from memagent_graph.config import MemAgentConfig
-from memagent_graph.nodes.quote_choice import Draw, choose
-from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, words
+from memagent_graph.nodes.quote.choice import Draw, choose
+from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms, words
 from memagent_graph.state import RunSettings
 
 

@@ -8,7 +8,7 @@ In ``span`` mode each contributes a run of names or values that neither the ques
 several of one kind, the one the line makes most likely as the answer: `span_gains`), the whole line when
 there is none, joined by ", "; in ``line`` mode, the whole lines. Every answer character is the memory's.
 ``copy`` leaves the choice to the model: its reply must copy one whole line (`LocalChatModel`'s
-``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote_choice`), and a
+``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote.choice`), and a
 caller may receive the draw (``on_draw``: the trainer's recorder).
 """
 
@@ -24,9 +24,9 @@ from typing import Literal
 from langchain_core.runnables import RunnableConfig
 
 from memagent_graph.nodes.model_call import Completion
-from memagent_graph.nodes.quote_choice import Draw, choose
-from memagent_graph.nodes.quote_scoring import GainCache, ScoreTally, bridge_terms, names_and_values, words
-from memagent_graph.nodes.quote_selection import QuoteSettings, second_hops
+from memagent_graph.nodes.quote.choice import Draw, choose
+from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms, names_and_values, words
+from memagent_graph.nodes.quote.selection import QuoteSettings, second_hops
 
 AnswerMode = Literal["span", "line", "copy"]
 Answer = Callable[[str, str, RunnableConfig], Completion]

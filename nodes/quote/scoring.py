@@ -3,7 +3,7 @@ terms that carry a question to its second hop.
 
 A sentence's *gain* for a query is log p(query | sentence) − log p(query | empty passage), summed over the
 query's tokens (UPR's query likelihood, Sachan et al., 2022). The gains of the memory's own lines are asked
-again at every chunk, so `GainCache` keeps them: a line is scored once per query for the whole read.
+again at every chunk, so `GainCache` keeps them: a line is scored once per query and policy version.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.nodes.quote_choice import Draw
+from memagent_graph.nodes.quote.choice import Draw
 
 _WORD = re.compile(r"[\w'’-]+")
 _STRIP = "'’-"
@@ -35,6 +35,14 @@ class PassageScorer(Protocol):
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """log p(question | passage) for each passage, summed over the question's tokens."""
         ...
+
+
+@runtime_checkable
+class VersionedScorer(Protocol):
+    """A scorer whose weights change while it is in use (the trainer's recording policy, at each weight sync)."""
+
+    policy_version: int
+    """Which weights score now: every weight sync gives it a new value."""
 
 
 @runtime_checkable
@@ -74,14 +82,23 @@ class ScoreTally:
 
 
 class GainCache:
-    """Gains of passages for queries, each (query, passage) pair scored once for as long as it stays among the
-    ``max_entries`` most recently used; a query's empty passage is scored in the same batch as its first
-    passages. Safe to share between threads (a pair two threads miss at once is scored twice, harmlessly)."""
+    """Gains of passages for queries, each (query, passage) pair scored once per policy version for as long as
+    it stays among the ``max_entries`` most recently used; a query's empty passage is scored in the same batch
+    as its first passages. Safe to share between threads (a pair two threads miss at once is scored twice,
+    harmlessly).
+
+    Scores are keyed by the scorer's ``policy_version`` (a `VersionedScorer`; 0 for a scorer whose weights never
+    change) rather than cleared when weights load: the cache lives inside a graph's policy, which a rollout
+    worker's ``load_weights`` does not reach, while the scorer always knows which weights score. A score is
+    filed under the version it was asked for, and an older version's scores, never asked for again, are the
+    least recently used: the first to go.
+    """
 
     def __init__(self, scorer: PassageScorer, *, max_entries: int = 16_384) -> None:
         self.scorer = scorer
         self.max_entries = max_entries
-        self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._versioned = scorer if isinstance(scorer, VersionedScorer) else None
+        self._scores: OrderedDict[tuple[int, str, str], float] = OrderedDict()
         self._lock = threading.Lock()
 
     def gains(self, query: str, passages: Sequence[str], tally: ScoreTally | None = None) -> list[float]:
@@ -94,23 +111,24 @@ class GainCache:
         return -self._scores_of(query, [], tally)[""]
 
     def _scores_of(self, query: str, passages: Sequence[str], tally: ScoreTally | None) -> dict[str, float]:
+        version = 0 if self._versioned is None else self._versioned.policy_version
         wanted = list(dict.fromkeys(["", *passages]))
         with self._lock:
-            known = {p: self._recall(query, p) for p in wanted if (query, p) in self._scores}
+            known = {p: self._recall((version, query, p)) for p in wanted if (version, query, p) in self._scores}
         missing = [p for p in wanted if p not in known]
         if missing:
             known.update(zip(missing, self.scorer.score_passages(query, missing), strict=True))
             with self._lock:
-                self._scores.update(((query, p), known[p]) for p in missing)
+                self._scores.update(((version, query, p), known[p]) for p in missing)
                 while len(self._scores) > self.max_entries:
                     self._scores.popitem(last=False)
             if tally is not None:
                 tally.add(query, missing)
         return known
 
-    def _recall(self, query: str, passage: str) -> float:
-        self._scores.move_to_end((query, passage))
-        return self._scores[(query, passage)]
+    def _recall(self, key: tuple[int, str, str]) -> float:
+        self._scores.move_to_end(key)
+        return self._scores[key]
 
 
 def words(text: str) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.nodes.quote_scoring import words
+from memagent_graph.nodes.quote.scoring import words
 
 TELLING_SHARE = 0.1
 """A query word in more of the chunk's sentences than this share passes no sentence by itself. Set on

@@ -7,9 +7,10 @@ predict the names and values the best one adds to the question: "Dovan Maruk was
 "Ilvara Tesk's mentor is Dovan Maruk"), then the other candidates that beat an empty passage by
 ``quote_min_gain`` nats, as many as the memory budget holds. A small model that cannot be trusted to write
 notes (SmolLM2-135M invents values when it does) is still good at this judgement, and nothing in its memory is
-invented: every note is a quote. The answer is taken from the memory the same way (`quote_answer`).
+invented: every note is a quote. The answer is taken from the memory the same way (`quote.answer`).
 
-At ``quote_temperature`` > 0 the choices are drawn (`quote_choice`); a model that records them
+At ``quote_temperature`` > 0 the choices are drawn (`quote.choice`), each from its own generator (`draw_rng`:
+seeded from the read's seed, its graph step and what it chooses from); a model that records them
 (`ChoiceRecorder`: the trainer's recording policy) is handed each draw with the run's metadata.
 """
 
@@ -28,16 +29,19 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
 from memagent_graph.nodes.model_call import CallOptions, Completion
-from memagent_graph.nodes.quote_answer import quote_answerer
-from memagent_graph.nodes.quote_choice import Draw
-from memagent_graph.nodes.quote_prefilter import prefilter
-from memagent_graph.nodes.quote_scoring import ChoiceRecorder, GainCache, ScoreTally, bridge_terms, require_scorer
-from memagent_graph.nodes.quote_selection import QuoteSettings, fit_budget, rank_quotes
+from memagent_graph.nodes.quote.answer import quote_answerer
+from memagent_graph.nodes.quote.choice import Draw
+from memagent_graph.nodes.quote.prefilter import prefilter
+from memagent_graph.nodes.quote.scoring import ChoiceRecorder, GainCache, ScoreTally, bridge_terms, require_scorer
+from memagent_graph.nodes.quote.selection import QuoteSettings, fit_budget, rank_quotes
 
 QUOTE_FINISH_REASON = "quote"
 """The ``finish_reason`` of a memory update chosen by quote selection."""
 MAX_QUOTE_CHARS = 400
 """A longer sentence (code, tables, run-on text) is split at word boundaries into pieces of about this size."""
+DRAW_SEED = "quote_seed"
+"""The run metadata key naming a read's draws (a string or number; a rollout worker gives each read its own, from
+its seed and the reads it has begun); a read without it draws as seed 0 does."""
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
 
 
@@ -81,6 +85,14 @@ def quote_candidates(question: str, previous: str, section: str, *, following: s
     return [*notes, *sentences]
 
 
+def draw_rng(run: RunnableConfig, *inputs: str) -> random.Random:
+    """The generator of one draw of a read: seeded from the read's `DRAW_SEED`, the graph step and the draw's
+    ``inputs`` (what it chooses from), so a read draws the same again (a rerun, a resumed run) whatever other
+    reads do meanwhile in other threads, and its draws differ from step to step and segment to segment."""
+    metadata = run.get("metadata") or {}
+    return random.Random(repr((metadata.get(DRAW_SEED, 0), metadata.get("langgraph_step"), *inputs)))
+
+
 def quote_update(
     cache: GainCache,
     *,
@@ -117,11 +129,10 @@ def quote_update(
 def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentConfig) -> MemoryPolicy:
     """The ``quote`` policy: each question's memory chosen by `quote_update` (CPU-bound, so it has no async form),
     answered from its lines (`quote_answer`, or by the model copying one in ``copy`` mode); one question per
-    read (no lockstep). Scores are cached for the policy's lifetime (`GainCache`); draws go to a model that
-    records them (`ChoiceRecorder`)."""
+    read (no lockstep). Scores are cached for the policy's lifetime, per policy version (`GainCache`); each
+    draw has its own generator (`draw_rng`) and goes to a model that records them (`ChoiceRecorder`)."""
     cache = GainCache(require_scorer(model, copies=config.quote_answer == "copy"))
     settings = QuoteSettings.of(config)
-    rng = random.Random(0)  # seeded: rollouts and tests repeat; a training run's draws still differ by episode
     recorder = model if isinstance(model, ChoiceRecorder) else None
 
     def recording(run: RunnableConfig) -> Callable[[Draw], None] | None:
@@ -140,7 +151,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
                 tokenizer=tokenizer,
                 budget=options.max_tokens,
                 settings=settings.in_run(),
-                rng=rng,
+                rng=draw_rng(run, request.question, request.memory, request.section),
                 on_draw=recording(run),
             )
             for request in requests
@@ -152,7 +163,12 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
 
     def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         answerer = quote_answerer(
-            cache, settings=settings.in_run(), mode=mode, count=tokenizer.count, rng=rng, on_draw=recording(run)
+            cache,
+            settings=settings.in_run(),
+            mode=mode,
+            count=tokenizer.count,
+            rng=draw_rng(run, question, memory),
+            on_draw=recording(run),
         )
         return answerer(question, memory, run)
 
