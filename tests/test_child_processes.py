@@ -121,21 +121,12 @@ def test_a_local_ray_clusters_raylet_gcs_and_actors_end_at_once_with_its_driver(
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_a_vllm_server_ends_when_the_process_that_started_it_is_killed():
-    parent, report = _run_parent(
-        """
-        import json, time
-        from memagent_graph.integrations.models.vllm_server import VLLMServer
-        server = VLLMServer().start()
-        print(json.dumps({"server": server.pid}), flush=True)
-        time.sleep(600)
-        """,
-        timeout_s=300,
-    )
-    server = psutil.Process(report["server"])
+@pytest.mark.ends_vllm_server  # runs last: the server is the run's shared one (tests/conftest.py)
+def test_a_vllm_server_ends_when_the_process_that_started_it_is_killed(vllm_server):
+    server = psutil.Process(vllm_server.pid)
     group = [server, *server.children(recursive=True)]
     assert len(group) >= 2  # the API server and its engine core
-    _kill(parent)
+    _kill(vllm_server.parent)
     assert _wait_gone(group, timeout_s=45) == []
 
 

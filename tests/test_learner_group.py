@@ -283,15 +283,15 @@ def test_ranks_that_the_cluster_cannot_place_are_refused_with_what_it_has():
 def test_a_run_whose_rollout_workers_find_no_cpu_left_is_refused_with_the_fix(policy, tmp_path):
     import ray
 
-    # the two ranks hold both CPUs of the cluster: nothing is left for the rollout workers
-    learner = {**SETTINGS, "workers": 2, "strategy": "fsdp", "cpus_per_worker": 1.0}
-    config = _run(policy, tmp_path, workers=2).model_copy(
+    # the learner's rank holds both CPUs of the cluster: nothing is left for the rollout workers
+    learner = {**SETTINGS, "workers": 1, "strategy": "fsdp", "cpus_per_worker": 2.0}
+    config = _run(policy, tmp_path, workers=1).model_copy(
         update={"ray": True, "rollout_workers": 2, "placement_timeout_s": 1.0, "learner": LearnerConfig(**learner)}
     )
     refused = r"cannot place 2 rollout workers of \{'CPU': 0.01\} each within 1 s: the cluster has \{'CPU': 0.0\} "
     with pytest.raises(ConfigError, match=refused + r"available of \{'CPU': 2.0\}; lower rollout_workers .*cpus_per"):
         Trainer(config)
-    assert {group["state"] for group in ray.util.placement_group_table().values()} == {"REMOVED"}  # ranks too
+    assert {group["state"] for group in ray.util.placement_group_table().values()} == {"REMOVED"}  # the rank's too
 
 
 DOCUMENTED = re.search(r"## Scaling out the learner\n.*?```yaml\n(.*?)```", DOCS.read_text(), re.S)[1]
@@ -305,7 +305,7 @@ def test_the_documented_two_rank_run_of_the_example_runs_to_the_end_on_two_cpus(
     example = {**yaml.safe_load(EXAMPLE.read_text()), **yaml.safe_load(DOCUMENTED)}
     smaller = {  # every part of the run, once: warm start, evaluation, one RL step, weight sync, checkpoint
         "steps": 1, "questions_per_step": 2, "group_size": 2, "eval_every": 0, "dynamic_sampling": False,
-        "task": {**example["task"], "eval_samples": 2}, "warm_start": {**example["warm_start"], "steps": 2},
+        "task": {**example["task"], "eval_samples": 2}, "warm_start": {**example["warm_start"], "tasks": 8, "steps": 2},
     }  # fmt: skip
     config = tmp_path / "train_tiny_fsdp.yaml"
     config.write_text(yaml.safe_dump({**example, **smaller}))

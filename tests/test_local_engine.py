@@ -32,7 +32,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def conversion(cache_dir: Path) -> tuple[Path, set[str]]:
-    """The converted model, made once for the module (about 30 s), and the names of gguf's module globals that
+    """The converted model, made once for the module (about 20 s), and the names of gguf's module globals that
     this process saw replaced while the conversion ran (sampled every 10 ms)."""
     import gguf
 

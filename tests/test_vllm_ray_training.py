@@ -33,32 +33,34 @@ def parity_reward():
     del REWARDS["test_vllm_parity"]
 
 
-def _config(policy, folder, *, learner: dict) -> RLConfig:
+VLLM_ROLLOUT = {"backend": "vllm", "engine_options": {"dtype": "float32", "max_model_len": 2048, "enforce_eager": True}}
+
+
+def _config(policy, folder, *, learner: dict, rollout: dict) -> RLConfig:
     return RLConfig.model_validate(
         {
             "policy": str(policy), "prompts": "tiny", "chunk_tokens": 128, "memory_tokens": 12, "answer_tokens": 8,
             "group_size": 4, "questions_per_step": 2, "ray": True, "rollout_workers": 1, "dynamic_sampling": False,
             "reward": "test_vllm_parity", "save_traces": True, "output_dir": str(folder), "seed": 5,
             "learner": {"lr": 1e-2, "micro_batch_size": 4, "bf16_autocast": False, "param_dtype": "float32", **learner},
-            "rollout": {
-                "backend": "vllm",
-                "engine_options": {"dtype": "float32", "max_model_len": 2048, "enforce_eager": True},
-            },
+            "rollout": rollout,
         }
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def run(policy, parity_reward, tmp_path_factory):
-    """Two steps on 2 FSDP ranks with vLLM rollouts, a checkpoint, then one step resumed on a single learner."""
+    """Two steps on 2 FSDP ranks with vLLM rollouts, a checkpoint, then one step resumed on a single learner.
+    The resumed run samples with transformers: one vLLM engine per test run (the weight sync into vLLM is the
+    first run's; the resume restores the learner's shards and the step count, whatever the rollout backend)."""
     folder = tmp_path_factory.mktemp("run")
-    trainer = Trainer(_config(policy, folder / "two", learner={"workers": 2, "strategy": "fsdp"}))
+    trainer = Trainer(_config(policy, folder / "two", learner={"workers": 2, "strategy": "fsdp"}, rollout=VLLM_ROLLOUT))
     try:
         steps = [trainer.step(), trainer.step()]
         trainer.save(folder / "checkpoint")
     finally:
         trainer.close()
-    resumed = Trainer(_config(policy, folder / "one", learner={"strategy": "single"}))
+    resumed = Trainer(_config(policy, folder / "one", learner={"strategy": "single"}, rollout={}))
     try:
         resumed.restore(folder / "checkpoint")
         steps.append(resumed.step())

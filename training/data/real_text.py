@@ -1,20 +1,24 @@
 """Questions mined from relations the King James Version states, over windows of the books themselves.
 
 Relations ("A begat B", "B the son of A", "A lived N years", "W, A's wife", "A king of P", "A dwelt in P",
-"she called his name N", "B reigned in his stead", ...) are read from single verses (and, for the regnal
-formulas of Kings, a verse and the one before it) with regular expressions that prefer missing a fact to
-misreading one: a pronoun is resolved only to the verse's own subject, and a statement whose subject cannot be
-resolved still counts against any answer it could contradict. A question asks one relation (one hop) or two
-relations of different verses (two hops: "Who was the father of X's father?", as 2WikiMultiHopQA builds them)
-and is kept only where every hop has exactly one value in the document read (a name with two fathers there
-yields no question; nor does a name whose two fathers show two people share it).
+"she called his name N", "B reigned in his stead", "In the Nth year of A began B to reign", Joshua's city lists,
+...) are read from single verses (a king's formulas from a verse and the one before it, a city list from its
+verse and the verse naming the tribe) with regular expressions that prefer missing a fact to misreading one: a
+pronoun is resolved only to the verse's own subject, and a statement whose value cannot be resolved still counts
+against any answer it could contradict. A question asks one relation (one hop) or two relations of different
+verses (two hops: "Who was the father of X's father?", as 2WikiMultiHopQA builds them) and is kept only where
+every hop has exactly one value in the document read (a name with two fathers there yields no question; nor does
+a name whose two fathers show two people share it), and no single verse there states the two-hop answer beside
+the question's subject.
 
 The book-level split is fixed here: training from Exodus-Joshua and 2 Samuel-2 Kings, validation from Judges,
 the project's held-out test from Genesis. Every other book is reserved for checks outside the project: it is
 never read (`ConfigError` names the allowed books). Test questions are worded from templates training never
-uses. A document is a window of consecutive verses (one a line) of the split's books around the evidence, at
-most ``tokens`` long in the reader's tokens, inside the evidence's book where the book is long enough, else
-across the split's books in canonical order (never filler); a split shorter than ``tokens`` is read whole.
+uses; training asks each question in each of its training wordings, validation and test ask each once. A
+document is a window of consecutive verses (one a line) of the split's books around the evidence, at most
+``tokens`` long in the reader's tokens, inside the evidence's book where the book is long enough, else across the
+split's books in canonical order (never filler); a split shorter than ``tokens`` is read whole (Genesis is about
+50K tokens of SmolLM2).
 """
 
 from __future__ import annotations
@@ -207,7 +211,8 @@ class Mention:
     verses: tuple[int, ...]
     """Indices of the verses that state it (in the split's stream), the stating verse last."""
     fields: tuple[tuple[str, str], ...] = ()
-    """What a question's template needs besides the subject (``kin``: son/daughter/child, ``child``, ``event``)."""
+    """What a question's template needs besides the subject (``kin``: son, daughter, firstborn or child; ``child``,
+    ``event``, ``other``), and ``sex``: male where the statement shows the value is a man (he begat)."""
 
 
 Rule = Callable[[Sequence[str], int], Iterator[Mention]]
@@ -233,27 +238,35 @@ def _names(text: str) -> list[str]:
     return names[:-1] if rest and rest[0] not in ",.;:" else names
 
 
-def verse_subject(text: str) -> str | None:
+def _verse_subject(text: str) -> str | None:
     """The name a verse opens with ("And Seth lived ..." -> Seth): the only referent a pronoun may get."""
     found = re.match(rf"(?:(?:And|So|Then|Now|But) )?({_NAME})\b", text)
     return found.group(1) if found and is_name(found.group(1)) else None
 
 
 def _son_of(texts: Sequence[str], index: int) -> Iterator[Mention]:
-    """Reads "X the son of Y", "X, Y's son", "X, Y's firstborn", "Y the father of X"."""
+    """Reads "X the son of Y" (and its chains), "X, Y's son", "X, Y's firstborn", "Y, the father of X"."""
     text = texts[index]
     if " of " not in text and "'s " not in text:
         return
-    for found in re.finditer(rf"(?<!of )(?<!of the )\b({_NAME}),? the (son|daughter) of ({_NAME})\b(?!'s)", text):
-        if is_name(found.group(1)):
-            yield _mention("parent", found.group(1), _person(found.group(3)), index, kin=found.group(2))
+    for found in re.finditer(rf"\b({_NAME})(,?) the (son|daughter) of (?=({_NAME})\b(?!'s))", text):  # chains overlap
+        if is_name(found.group(1)) and not _appositive(text, found):
+            yield _mention("parent", found.group(1), _person(found.group(4)), index, kin=found.group(3))
     for found in re.finditer(rf"(?<!of )\b({_NAME}),? ({_NAME})'s (son|daughter|firstborn)\b(?! of)", text):
         if is_name(found.group(1)):
-            kin = found.group(3).replace("firstborn", "son")
-            yield _mention("parent", found.group(1), _person(found.group(2)), index, kin=kin)
-    for found in re.finditer(rf"\b({_NAME}),? the father of ({_NAME})\b(?!'s)", text):
-        if is_name(found.group(1)) and is_name(found.group(2)):
-            yield _mention("parent", found.group(2), _person(found.group(1)), index, kin="child", sex="male")
+            yield _mention("parent", found.group(1), _person(found.group(2)), index, kin=found.group(3))
+    for found in re.finditer(rf"\b({_NAME})(,?) the father of ({_NAME})\b(?!'s)", text):
+        if is_name(found.group(1)) and is_name(found.group(3)) and not _appositive(text, found):
+            yield _mention("parent", found.group(3), _person(found.group(1)), index, kin="child", sex="male")
+
+
+def _appositive(text: str, found: re.Match[str]) -> bool:
+    """Whether the name ``found`` opens follows "of" (not "son of") and a comma follows it: "the king of Judah, the
+    son of Jehoash", "the firstborn of Manasseh, the father of Gilead" may describe the earlier man."""
+    return (
+        bool(found.group(2))
+        and re.search(r"\b(?!sons? |daughters? )\w+ of (?:the )?$", text[: found.start()]) is not None
+    )
 
 
 def _sons_list(texts: Sequence[str], index: int) -> Iterator[Mention]:
@@ -280,7 +293,7 @@ def _begat(texts: Sequence[str], index: int) -> Iterator[Mention]:
     text = texts[index]
     if "begat" not in text:
         return
-    subject = verse_subject(text)
+    subject = _verse_subject(text)
     for found in re.finditer(r"\b(\w+) begat ", text):
         father = found.group(1)
         if father == "he":
@@ -457,7 +470,7 @@ def _places(texts: Sequence[str], index: int) -> Iterator[Mention]:
     for found in re.finditer(rf"\b({_NAME}) dwel(?:t|led) (?:in|at) ", text):
         if is_name(found.group(1)) and not found.group(1).endswith("ites"):
             yield _mention("dwelt", found.group(1), _only_place(text[found.end() :]), index)
-    subject = verse_subject(text)
+    subject = _verse_subject(text)
     burials = r"(?:\b(\w+) was|died,? and (?:was|they)) buried (?:\w+ )?(?:with his fathers )?(?:in|at) "
     for found in re.finditer(burials, text):
         named = found.group(1)
@@ -493,14 +506,16 @@ def _place(text: str | None) -> Value | None:
 
 
 def _peoples(texts: Sequence[str], index: int) -> Iterator[Mention]:
-    """Reads "X the Hittite" (a people, not after "the son of Y", which may describe either man), "Of the tribe of T,
+    """Reads "X the Hittite" ("X the son of Y the Hittite" may be either man's people), "Of the tribe of T,
     X the son of Y", "Of T; X the son of Y", "X the son of Y, prince of the children of T"."""
     text = texts[index]
     if not re.search(r"ite|tribe|prince|^Of ", text):
         return
-    gentile = rf"(?<!son of )(?<!daughter of )(?<!wife of )(?<!the )\b({_NAME})(?: the|,? an?) ({_NAME}ite(?:ss)?)\b"
-    for found in re.finditer(gentile, text):
-        if is_name(found.group(1)):
+    for found in re.finditer(rf"(?<!the )\b({_NAME})(?: the|,? an?) ({_NAME}ite(?:ss)?)\b", text):
+        kin = re.search(rf"\b({_NAME}),? the (?:son|daughter|wife) of $", text[: found.start()])
+        if kin:  # "Adriel the son of Barzillai the Meholathite": either man's people
+            yield from (_mention("people", name, None, index) for name in (kin.group(1), found.group(1)))
+        elif is_name(found.group(1)):
             yield _mention("people", found.group(1), Value(found.group(2), "word"), index)
     for pattern in (
         rf"^Of ({_NAME}); ({_NAME}) the son of {_NAME}\.$",
@@ -624,7 +639,7 @@ def _sexes(mentions: Iterable[Mention], texts: Sequence[str]) -> tuple[frozenset
     for mention in mentions:
         value, fields = mention.value.text if mention.value else None, dict(mention.fields)
         if mention.relation == "child":
-            continue
+            continue  # its kin is the value's
         if fields.get("kin") == "son" or mention.relation in _KINGLY or mention.relation == "wife" and value:
             men.add(mention.subject)
         if fields.get("kin") == "daughter" or mention.relation == "people" and value and value.endswith("ss"):
@@ -640,21 +655,28 @@ _KINGLY = frozenset({"kingdom", "successor", "predecessor", "reign", "synchronis
 
 
 def statements(texts: Sequence[str]) -> list[Mention]:
-    """Every statement in ``texts`` (see `mine`): a parent the text marks only as a woman's is a mother; each
-    parent statement also states a child, and a verse that speaks of a parent's unnamed children rules out one
-    child for that parent."""
+    """Every statement in ``texts`` (see `mine`): a parent the text shows to be a man is a father, one it shows to
+    be a woman a mother, any other stays a parent; each parent statement also states a child, and a verse that
+    speaks of a parent's unnamed children rules out one child for that parent."""
     mentions = mine(texts)
     men, women = _sexes(mentions, texts)
-    mothers = women - men
-    mentions = [
-        Mention("mother", m.subject, m.value, m.verses, m.fields)
-        if m.relation == "parent" and m.value and m.value.text in mothers
-        else m
-        for m in mentions
-    ]
-    children = [_child(m) for m in mentions if m.relation in ("parent", "mother") and m.value]
+    mentions = [_sexed(mention, men, women) for mention in mentions]
+    children = [_child(m) for m in mentions if m.relation in PARENTS and m.value]
     unnamed = [_mention("child", name, None, i) for i in range(len(texts)) for name in _unnamed_children(texts, i)]
     return mentions + children + unnamed
+
+
+PARENTS = ("father", "mother", "parent")
+"""The parent relations: "parent" where the text does not show whether the parent is a man or a woman."""
+
+
+def _sexed(mention: Mention, men: frozenset[str], women: frozenset[str]) -> Mention:
+    """A parent statement as a father's or a mother's where the text shows which."""
+    if mention.relation != "parent" or mention.value is None:
+        return mention
+    name = mention.value.text
+    relation = "father" if name in men - women else "mother" if name in women - men else "parent"
+    return Mention(relation, mention.subject, mention.value, mention.verses, mention.fields)
 
 
 def _child(mention: Mention) -> Mention:
@@ -676,7 +698,7 @@ def _unnamed_children(texts: Sequence[str], index: int) -> set[str]:
     parents = set(re.findall(rf"\b({_NAME})'s (?:sons|daughters|children)\b", text))
     parents |= set(re.findall(rf"\b(?:sons|daughters|children) of ({_NAME})\b", text))
     parents |= set(re.findall(rf"\b({_NAME}) (?:begat|had|bare) (?:\w+ )?(?:sons|daughters|children)\b", text))
-    subject = verse_subject(text)
+    subject = _verse_subject(text)
     if subject and re.search(r"(?<![A-Za-z] )\bhis (?:sons?|daughters?|children)\b", text):
         parents.add(subject)
     if re.search(_BIRTHS, text) or " he begat " in text and subject is None:
@@ -703,16 +725,27 @@ class Wording:
 
 
 WORDINGS: dict[str, Wording] = {
+    "father": Wording(
+        (
+            "Who was the father of {subject}?",
+            "What was the name of the father of {subject}?",
+            "Which man was the father of {subject}?",
+            "The father of {subject} was whom?",
+        ),
+        ("Name the father of {subject}.", "Who fathered {subject}?"),
+        ("the father of {subject}", "the man whose {kin} was {subject}"),
+        ("{subject}'s father",),
+    ),
     "parent": Wording(
         (
             "Whose {kin} was {subject}?",
-            "Who was the {parent} of {subject}?",
             "{subject} was the {kin} of whom?",
-            "Which person does the text give as the {parent} of {subject}?",
+            "Who was the parent of {subject}?",
+            "Which person does the text give as the parent of {subject}?",
         ),
-        ("Name the {parent} of {subject}.", "Of whom was {subject} the {kin}?"),
-        ("the {parent} of {subject}", "the one whose {kin} was {subject}"),
-        ("{subject}'s {parent}",),
+        ("Name the parent of {subject}.", "Of whom was {subject} the {kin}?"),
+        ("the parent of {subject}", "the one whose {kin} was {subject}"),
+        ("{subject}'s parent",),
     ),
     "child": Wording(
         (
@@ -968,6 +1001,11 @@ class MinedQuestion:
         """The relation of each hop, first hop first."""
         return tuple(hop.relation for hop in self.hops)
 
+    @property
+    def entities(self) -> tuple[str, ...]:
+        """The first hop's subject, then each hop's value."""
+        return (self.hops[0].subject, *(hop.value.text for hop in self.hops if hop.value))
+
 
 @dataclass(frozen=True)
 class _Mined:
@@ -975,8 +1013,6 @@ class _Mined:
 
     verses: tuple[Verse, ...]
     groups: dict[tuple[str, str], tuple[Mention, ...]]
-    men: frozenset[str]
-    women: frozenset[str]
     questions: tuple[MinedQuestion, ...]
     word_verses: dict[str, tuple[int, ...]]
     """The verses each capitalised word occurs in (for the two-hop shortcut check)."""
@@ -995,10 +1031,15 @@ def _mine_split(split: RealTextSplit) -> _Mined:
         for word in set(re.findall(_NAME, verse.text)):
             word_verses[word].append(index)
     one_hop = [question for group in frozen.values() for question in _one_hop(group)]
-    two_hop = [question for first in one_hop for question in _two_hop(first.hops[0], frozen)]
-    men, women = _sexes(mentions, [verse.text for verse in verses])
+    texts = [verse.text for verse in verses]
+    two_hop = [
+        question
+        for first in one_hop
+        for question in _two_hop(first.hops[0], frozen)
+        if not _roster_bridge(question, texts)
+    ]
     words = {word: tuple(indices) for word, indices in word_verses.items()}
-    return _Mined(verses, frozen, men, women, tuple(one_hop + two_hop), words)
+    return _Mined(verses, frozen, tuple(one_hop + two_hop), words)
 
 
 def _one_hop(group: Sequence[Mention]) -> Iterator[MinedQuestion]:
@@ -1035,6 +1076,19 @@ def _distance(one: Mention, other: Mention) -> int:
     return abs(one.verses[-1] - other.verses[-1])
 
 
+_ROSTER = rf"^(?:And )?{_NAME} the son of {_NAME}[,;:]|the son of .+ the son of "
+"""A roster's verse ("Shimei the son of Elah, in Benjamin:", "Heleb the son of Baanah, ..., Ittai the son of
+Ribai"): its men are often namesakes of men far away."""
+
+
+def _roster_bridge(question: MinedQuestion, texts: Sequence[str]) -> bool:
+    """Whether the two hops lie over 100 verses apart and one of them is a roster's: the person they share is as
+    likely a namesake as the same man (the Elah of Solomon's officers is not Baasha's son Elah)."""
+    first, second = question.hops
+    verses = (*first.verses, *second.verses)
+    return _distance(first, second) > 100 and any(re.search(_ROSTER, texts[index]) for index in verses)
+
+
 def real_text_questions(split: RealTextSplit) -> tuple[MinedQuestion, ...]:
     """Every question mined from ``split``'s books, before documents are cut (a question is kept for a document
     only where each hop's answer is unique in it)."""
@@ -1068,6 +1122,9 @@ class RealTextTask(Task):
     split: str = "test"
     hops: int = 1
     relations: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    """The question's subject, the person each hop leads to, and the answer: ``("Enos", "Seth", "nine hundred and
+    twelve years")`` for "How long did Enos's father live?"."""
     template: str = ""
     """The template's id: ``relation:train0`` for one hop, ``first>second:test0.1`` (phrase, question) for two."""
     evidence_verses: tuple[EvidenceVerse, ...] = ()
@@ -1123,10 +1180,10 @@ class RealTextTasks(Sequence[RealTextTask]):
             document="\n".join(verse.text for verse in verses[start:end]),
             golds=plan.question.answer.golds(),
             evidence=tuple(verses[i].text for i in anchors),
-            reward="substring_match",
             split=self.split,
             hops=len(plan.question.hops),
             relations=plan.question.relations,
+            entities=plan.question.entities,
             template=plan.template,
             evidence_verses=evidence,
             window=plan.window,
@@ -1208,16 +1265,16 @@ def _bounds(verses: Sequence[Verse], low: int, high: int, cumulative: Sequence[i
 
 
 def _unique_in(question: MinedQuestion, mined: _Mined, window: tuple[int, int]) -> bool:
-    """Whether every hop states one value in the window (and no statement there leaves it open), no hop's
-    subject names two people there (two different parents), and no verse there states the answer beside the
-    question's subject (a two-hop question a single verse would answer)."""
+    """Whether every hop states one value in the window (and no statement there leaves it open; a parent of
+    unknown sex also no named father or mother), no hop's subject names two people there (two different
+    fathers, mothers or parents), and no verse there states the answer beside the question's subject (a two-hop
+    question a single verse would answer)."""
     start, end = window
     for hop in question.hops:
-        if not _one_value(mined.groups[hop.relation, hop.subject], start, end, allow_unknown=False):
+        if not _one_value(mined.groups[hop.relation, hop.subject], start, end) or not _one_person(
+            hop, mined, start, end
+        ):
             return False
-        for relation in ("parent", "mother"):
-            if not _one_value(mined.groups.get((relation, hop.subject), ()), start, end, allow_unknown=True):
-                return False
     if len(question.hops) == 1:
         return True
     subject, answer = question.hops[0].subject, question.answer.text
@@ -1225,9 +1282,25 @@ def _unique_in(question: MinedQuestion, mined: _Mined, window: tuple[int, int]) 
     return not any(start <= i < end and answer in mined.verses[i].text for i in shortcut)
 
 
-def _one_value(group: Sequence[Mention], start: int, end: int, *, allow_unknown: bool) -> bool:
+def _one_person(hop: Mention, mined: _Mined, start: int, end: int) -> bool:
+    """Whether the hop's subject names one person in the window: at most one father, one mother and one parent
+    of unknown sex, that parent being the father or the mother where they are named; a question asking for a
+    parent of unknown sex ("whose son was X?") also needs no other parent named."""
+    fathers, mothers, parents = (
+        {m.value.key for m in mined.groups.get((relation, hop.subject), ()) if m.value and _inside(m, start, end)}
+        for relation in PARENTS
+    )
+    if len(fathers) > 1 or len(mothers) > 1 or len(parents) > 1:
+        return False
+    if hop.relation == "parent":
+        return not fathers | mothers
+    return not parents or not fathers | mothers or parents <= fathers | mothers
+
+
+def _one_value(group: Sequence[Mention], start: int, end: int) -> bool:
+    """Whether the statements of ``group`` in the window all name the same value."""
     values = {mention.value.key if mention.value else None for mention in group if _inside(mention, start, end)}
-    return len(values - {None}) <= 1 and (allow_unknown or None not in values)
+    return len(values) <= 1 and None not in values
 
 
 def _inside(mention: Mention, start: int, end: int) -> bool:
@@ -1252,8 +1325,5 @@ def _worded(question: MinedQuestion, mined: _Mined, split: str, window: tuple[in
 
 
 def _fields(mention: Mention, mined: _Mined) -> dict[str, str]:
-    """What a template of ``mention`` may name: its subject, its fields, and the parent's word (father, mother,
-    or parent where the text does not say)."""
-    value = mention.value.text if mention.value else ""
-    parent = "father" if value in mined.men - mined.women else "mother" if value in mined.women else "parent"
-    return {"subject": mention.subject, "kin": "child", "parent": parent} | dict(mention.fields)
+    """What a template of ``mention`` may name: its subject and its fields (``kin`` "child" where none is said)."""
+    return {"subject": mention.subject, "kin": "child"} | dict(mention.fields)

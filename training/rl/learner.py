@@ -181,16 +181,18 @@ def pack(calls: Sequence[TraceCall], *, pad_id: int) -> Packed:
 
 
 def response_logits(model: Any, packed: Packed) -> torch.Tensor:
-    """The logits that predicted each response token: (rows, longest response, vocab)."""
-    logits = model(input_ids=packed.input_ids, attention_mask=packed.attention_mask).logits
-    longest = packed.response_ids.shape[1]
-    rows = []
-    for row, start in enumerate(packed.prompt_lengths):
-        window = logits[row, start - 1 : start - 1 + longest]
-        if window.shape[0] < longest:  # this row's response is shorter and sits at the end of the sequence
-            window = torch.nn.functional.pad(window, (0, 0, 0, longest - window.shape[0]))
-        rows.append(window)
-    return torch.stack(rows).float()
+    """The logits that predicted each response token: (rows, longest response, vocab), zeros past a row's end.
+
+    Only those positions go through the LM head (transformers' per-row ``logits_to_keep``): the prompt's logits
+    are never used, and on a small policy with a large vocabulary the head is most of a step's work.
+    """
+    width, longest = packed.input_ids.shape[1], packed.response_ids.shape[1]
+    starts = torch.tensor([start - 1 for start in packed.prompt_lengths])
+    positions = (starts[:, None] + torch.arange(longest)).to(packed.input_ids.device)
+    inside = positions < width  # a row whose prompt is long and response short ends before the longest response
+    keep = positions.clamp(max=width - 1)
+    logits = model(input_ids=packed.input_ids, attention_mask=packed.attention_mask, logits_to_keep=keep).logits
+    return torch.where(inside[..., None], logits, torch.zeros((), dtype=logits.dtype, device=logits.device)).float()
 
 
 @dataclass(frozen=True)

@@ -238,7 +238,7 @@ def rank_placement(config: LearnerConfig, *, device: str, timeout_s: float = PLA
         [dict(bundle) for _ in range(config.workers)],
         strategy="PACK",
         timeout_s=timeout_s,
-        what=f"{config.workers} learner ranks",
+        what=f"{config.workers} learner rank{'s' if config.workers > 1 else ''}",
         fix="lower learner.workers or learner.cpus_per_worker, or add nodes",
     )
 

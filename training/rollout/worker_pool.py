@@ -100,6 +100,7 @@ class WorkerPool:
             import ray
 
             ensure_ray()
+            environment = self._vllm_environment()
             cpus = rollout_worker_cpus(ray.available_resources().get("CPU", 0.0), count)
             bundle = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
             self.placement = place_bundles(
@@ -110,7 +111,6 @@ class WorkerPool:
                 fix="lower rollout_workers (or rollout.gpus_per_worker), give the learner ranks fewer CPUs "
                 "(learner.cpus_per_worker, learner.workers), or add nodes",
             )
-            environment = self._vllm_environment()
             self._actor_class = ray.remote(num_cpus=cpus, num_gpus=gpus, **environment)(RolloutWorker)
         self.workers = [self._start(rank) for rank in range(count)]
 
