@@ -17,6 +17,7 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.generate_memory import generate_policy
 from memagent_graph.nodes.memory_policy import MemoryPolicy, PolicyFactory
 from memagent_graph.nodes.quote.memory import quote_policy
+from memagent_graph.registries import registrar
 
 _POLICIES: dict[str, PolicyFactory] = {"generate": generate_policy, "quote": quote_policy}
 
@@ -26,17 +27,7 @@ def register_memory_policy(name: str, *, replace: bool = False) -> Callable[[Pol
 
     A name taken by another factory is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
     """
-
-    def add(factory: PolicyFactory) -> PolicyFactory:
-        if not replace and _POLICIES.get(name, factory) is not factory:
-            raise ConfigError(
-                f"a memory policy named {name!r} is registered already: choose another name, or "
-                "register_memory_policy(name, replace=True) to override it"
-            )
-        _POLICIES[name] = factory
-        return factory
-
-    return add
+    return registrar(_POLICIES, name, replace=replace, what="a memory policy", decorator="register_memory_policy")
 
 
 def memory_policy_names() -> list[str]:

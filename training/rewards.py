@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.answer_extraction import last_boxed
+from memagent_graph.registries import registrar
 
 RewardFn = Callable[[str, Sequence[str]], float]
 REWARDS: dict[str, RewardFn] = {}
@@ -28,17 +29,7 @@ def register_reward(name: str, *, replace: bool = False) -> Callable[[RewardFn],
 
     A name taken by another function is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
     """
-
-    def add(function: RewardFn) -> RewardFn:
-        if not replace and REWARDS.get(name, function) is not function:
-            raise ConfigError(
-                f"a reward named {name!r} is registered already: choose another name, or "
-                "register_reward(name, replace=True) to override it"
-            )
-        REWARDS[name] = function
-        return function
-
-    return add
+    return registrar(REWARDS, name, replace=replace, what="a reward", decorator="register_reward")
 
 
 def get_reward(name: str) -> RewardFn:

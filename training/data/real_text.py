@@ -1020,18 +1020,18 @@ class _Mined:
 
 @lru_cache(maxsize=4)
 def _mine_split(split: RealTextSplit) -> _Mined:
+    """``split``'s statements, grouped, and every question they make."""
     verses = split_verses(split)
-    mentions = statements([verse.text for verse in verses])
+    texts = [verse.text for verse in verses]
     groups: dict[tuple[str, str], list[Mention]] = defaultdict(list)
-    for mention in sorted(mentions, key=lambda m: m.verses[-1]):
+    for mention in sorted(statements(texts), key=lambda m: m.verses[-1]):
         groups[mention.relation, mention.subject].append(mention)
     frozen = {key: tuple(group) for key, group in groups.items()}
     word_verses: dict[str, list[int]] = defaultdict(list)
-    for index, verse in enumerate(verses):
-        for word in set(re.findall(_NAME, verse.text)):
+    for index, text in enumerate(texts):
+        for word in set(re.findall(_NAME, text)):
             word_verses[word].append(index)
     one_hop = [question for group in frozen.values() for question in _one_hop(group)]
-    texts = [verse.text for verse in verses]
     two_hop = [
         question
         for first in one_hop
@@ -1076,9 +1076,12 @@ def _distance(one: Mention, other: Mention) -> int:
     return abs(one.verses[-1] - other.verses[-1])
 
 
-_ROSTER = rf"^(?:And )?{_NAME} the son of {_NAME}[,;:]|the son of .+ the son of "
+_ROSTER = (
+    rf"^(?:And )?{_NAME} the son of {_NAME}[,;:]|the son of .+ the son of |mother's name (?:also )?was {_NAME},? the"
+)
 """A roster's verse ("Shimei the son of Elah, in Benjamin:", "Heleb the son of Baanah, ..., Ittai the son of
-Ribai"): its men are often namesakes of men far away."""
+Ribai") or a king's mother's father ("his mother's name was Abi, the daughter of Zachariah"): these men are
+often namesakes of men far away."""
 
 
 def _roster_bridge(question: MinedQuestion, texts: Sequence[str]) -> bool:

@@ -16,6 +16,7 @@ from typing import Literal
 import torch
 
 from memagent_graph.errors import ConfigError
+from memagent_graph.registries import registrar
 
 AdvantageFn = Callable[..., torch.Tensor]
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
@@ -27,17 +28,9 @@ def register_advantage(name: str, *, replace: bool = False) -> Callable[[Advanta
 
     A name taken by another estimator is refused (`ConfigError`) unless ``replace=True`` overrides it on purpose.
     """
-
-    def add(function: AdvantageFn) -> AdvantageFn:
-        if not replace and ADVANTAGE_ESTIMATORS.get(name, function) is not function:
-            raise ConfigError(
-                f"an advantage estimator named {name!r} is registered already: choose another name, or "
-                "register_advantage(name, replace=True) to override it"
-            )
-        ADVANTAGE_ESTIMATORS[name] = function
-        return function
-
-    return add
+    return registrar(
+        ADVANTAGE_ESTIMATORS, name, replace=replace, what="an advantage estimator", decorator="register_advantage"
+    )
 
 
 def _group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
