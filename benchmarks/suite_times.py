@@ -71,7 +71,8 @@ def read_junit(junit: Path) -> tuple[dict[str, dict[str, Any]], float]:
         path = "/".join(part for part in module if part[:1].islower()) + ".py"
         classes = [part for part in module if part[:1].isupper()]
         node = "::".join([path, *classes, case.get("name", "")])
-        outcome = "skipped" if case.find("skipped") is not None else "failed" if len(case) else "passed"
+        failed = case.find("failure") is not None or case.find("error") is not None
+        outcome = "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"
         tests[node] = {"seconds": float(case.get("time", 0.0)), "outcome": outcome}
     return tests, float(suite.get("time", 0.0))
 
@@ -102,11 +103,13 @@ def tier_table(results: list[dict[str, Any]]) -> str:
     for result in results:
         tests = result["tests"].values()
         skipped = sum(test["outcome"] == "skipped" for test in tests)
+        failed = sum(test["outcome"] == "failed" for test in tests)
         cells = []
         for tier in TIERS:
             inside = [test for test in tests if tier in test["tiers"]]
             cells.append(f"{len(inside)} tests, {_minutes(sum(test['seconds'] for test in inside))}")
-        whole = f"**{_minutes(result['wall_s'])}** ({len(tests)} tests, {skipped} skipped)"
+        whole = f"**{_minutes(result['wall_s'])}** ({len(tests)} tests, {skipped} skipped"
+        whole += f", {failed} failed)" if failed else ")"
         rows.append(f"| {result['cpu_kind']} ({result['machine']}, {result['date']}) | {whole} | {' | '.join(cells)} |")
     return "\n".join(rows)
 
