@@ -22,11 +22,11 @@ _NOT_UNIT = frozenset({"slow", "engine", "vllm", "ray", "integration"})
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``); a test
-    marked ``ends_vllm_server`` runs last (it kills the run's shared vLLM server)."""
+    marked ``last`` runs at the end (it ends a shared server, or checks what the run's other tests waited out)."""
     for item in items:
         if not _NOT_UNIT & {marker.name for marker in item.iter_markers()}:
             item.add_marker(pytest.mark.unit)
-    items.sort(key=lambda item: item.get_closest_marker("ends_vllm_server") is not None)  # stable: the rest keep order
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)  # stable: the rest keep order
 
 
 @pytest.fixture(scope="session")

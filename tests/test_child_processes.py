@@ -82,11 +82,11 @@ def test_closing_the_watchdog_ends_the_group_and_the_watchdog():
     assert _wait_gone(group, timeout_s=5) == []
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def killed_ray_driver() -> dict[str, list[psutil.Process]]:
     """A driver that started a local Ray cluster (as the trainer and the CLI start it), killed by SIGKILL: the
-    cluster's processes by name, as they were. Module-scoped: Ray's agents take a minute to end, and the tests
-    between the first look and the last run meanwhile."""
+    cluster's processes by name, as they were. Session-scoped: Ray's agents take a minute to end, and the rest
+    of the run goes on meanwhile (the last look is a `last` test)."""
     parent, report = _run_parent(
         """
         import json, os, time
@@ -121,7 +121,7 @@ def test_a_local_ray_clusters_raylet_gcs_and_actors_end_at_once_with_its_driver(
 
 @pytest.mark.vllm
 @pytest.mark.slow
-@pytest.mark.ends_vllm_server  # runs last: the server is the run's shared one (tests/conftest.py)
+@pytest.mark.last  # the server is the run's shared one (tests/conftest.py)
 def test_a_vllm_server_ends_when_the_process_that_started_it_is_killed(vllm_server):
     server = psutil.Process(vllm_server.pid)
     group = [server, *server.children(recursive=True)]
@@ -132,6 +132,7 @@ def test_a_vllm_server_ends_when_the_process_that_started_it_is_killed(vllm_serv
 
 @pytest.mark.slow
 @pytest.mark.ray
+@pytest.mark.last  # by then the minute has passed in the other tests' time
 def test_every_process_of_a_local_ray_cluster_ends_within_a_minute_of_its_driver(killed_ray_driver):
     # Ray's own fate-sharing: its agents see their raylet gone, report it to the (dead) GCS with Ray's fixed 60 s
     # timeout, and exit (measured: 62 s after the driver's SIGKILL)

@@ -3,6 +3,13 @@
 `generate_tasks("niah_single_2", 20, tokens=65_536, tokenizer=tok, split="eval")` gives the same 20 tasks on
 every machine. Seeds are derived from the split's name, so training tasks (``split="train"``) and evaluation
 tasks never share a seed, and training uses other phrasings of needles and questions than evaluation.
+
+Three splits are asked for: ``train``, ``validation`` (what a trainer checks itself on while it trains) and
+``eval`` (what `memagent eval` reports). A generated family has one held-out split, its evaluation phrasing:
+``validation`` draws the same tasks as ``eval``. ``realtext`` (questions mined from the King James Version,
+`real_text`) keeps them apart by book: train from Exodus-Joshua and 2 Samuel-2 Kings, validation from Judges,
+eval from Genesis (the held-out test); its task ``i`` is question ``i`` of a seeded order, so each held-out
+question is read once.
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
+from typing import Literal
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.training.data.real_text import RealTextSplit, RealTextTasks, real_text_tasks
 from memagent_graph.training.data.ruler_tasks import Split, common_words, frequent_words, niah, variable_tracking
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.data.two_hop import two_hop
@@ -25,10 +34,50 @@ class TaskKind:
     """A family of generated tasks: how to make one, how to score its answer, what it tests."""
 
     make: Callable[..., Task]
-    """``make(tokens, tokenizer, rng, split=...) -> Task``."""
+    """``make(tokens, tokenizer, rng, split=...) -> Task``, or for an ``indexed`` family
+    ``make(index, tokens=..., tokenizer=..., split=..., seed=...) -> Task``."""
     metric: str
     """A reward name (`rewards.get_reward`)."""
     description: str
+    indexed: bool = False
+    """Task ``index`` is the index-th of a fixed list in a seeded order (mined tasks), not one drawn from a seed."""
+
+
+SuiteSplit = Literal["train", "validation", "eval"]
+"""Training, a trainer's held-out check, `memagent eval`'s held-out report (see the module's docstring)."""
+SUITE_SPLITS: tuple[SuiteSplit, ...] = ("train", "validation", "eval")
+_REAL_TEXT_SPLITS: dict[str, RealTextSplit] = {"train": "train", "validation": "validation", "eval": "test"}
+
+
+def check_split(split: str) -> SuiteSplit:
+    """``split`` if it is one of `SUITE_SPLITS`, else `ConfigError` naming them."""
+    for known in SUITE_SPLITS:
+        if split == known:
+            return known
+    raise ConfigError(f"unknown split {split!r}: use one of {', '.join(SUITE_SPLITS)}")
+
+
+def real_text_task(index: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit, seed: int = 0) -> Task:
+    """Mined question ``index`` of ``split``'s books (`real_text.real_text_tasks`); the training list is read in
+    turn again past its end, a held-out list is not (`ConfigError`: fewer tasks asked for are needed)."""
+    tasks = _real_text_list(_REAL_TEXT_SPLITS[check_split(split)], tokens, tokenizer.name, tokenizer, seed)
+    if not tasks:
+        raise ConfigError(f"no real-text question of the {split} split fits in a document of {tokens} tokens")
+    if split == "train":
+        return tasks[index % len(tasks)]
+    if index >= len(tasks):
+        raise ConfigError(
+            f"the {split} split has {len(tasks)} real-text questions in documents of at most {tokens} tokens: "
+            f"ask for at most {len(tasks)}"
+        )
+    return tasks[index]
+
+
+@lru_cache(maxsize=8)
+def _real_text_list(
+    split: RealTextSplit, tokens: int, tokenizer_name: str, tokenizer: Tokenizer, seed: int
+) -> RealTextTasks:
+    return real_text_tasks(split, tokens=tokens, tokenizer=tokenizer, seed=seed)
 
 
 _ALL = "ruler_match_all"
@@ -47,6 +96,9 @@ TASK_KINDS: dict[str, TaskKind] = {
     "cwe": TaskKind(common_words, _ALL, "the 10 most common words of a list"),
     "fwe": TaskKind(frequent_words, _ALL, "the 3 most frequent coded words"),
     "two_hop": TaskKind(two_hop, _ALL, "two linked facts far apart"),
+    "realtext": TaskKind(
+        real_text_task, "substring_match", "questions mined from the King James Version, held out by book", True
+    ),
 }
 
 
@@ -65,7 +117,7 @@ def get_task_kind(name: str) -> TaskKind:
 
 
 def generate_tasks(
-    name: str, count: int, *, tokens: int, tokenizer: Tokenizer, split: Split = "eval", seed: int = 0
+    name: str, count: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit = "eval", seed: int = 0
 ) -> list[Task]:
     """``count`` tasks of family ``name``, each about ``tokens`` tokens long in ``tokenizer``'s tokens."""
     return [
@@ -73,7 +125,12 @@ def generate_tasks(
     ]
 
 
-def suite_task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer, split: Split, seed: int = 0) -> Task:
-    """Task ``index`` of family ``name`` in ``split``: the same on every machine."""
-    rng = random.Random(task_seed(name, split, seed, index))
-    return get_task_kind(name).make(tokens, tokenizer, rng, split=split)
+def suite_task(name: str, index: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit, seed: int = 0) -> Task:
+    """Task ``index`` of family ``name`` in ``split``: the same on every machine; `ConfigError` names the
+    families and the splits."""
+    kind, split = get_task_kind(name), check_split(split)
+    if kind.indexed:
+        return kind.make(index, tokens=tokens, tokenizer=tokenizer, split=split, seed=seed)
+    drawn: Split = "train" if split == "train" else "eval"
+    rng = random.Random(task_seed(name, drawn, seed, index))
+    return kind.make(tokens, tokenizer, rng, split=drawn)

@@ -58,7 +58,8 @@ class TaskSettings(BaseModel):
     on_bad_row: Literal["error", "skip"] = Field("error", description="skip: skip and count bad rows.")
 
     kind: str | list[str] = Field(
-        "needle", description='"needle" (the tiny demo task), or task-suite families, mixed in turn.'
+        "needle",
+        description='"needle" (the tiny demo task), or task-suite families (e.g. realtext), mixed in turn.',
     )
     tokens: int = Field(200, ge=16, description="Document length in policy tokens.")
     value_kind: Literal["word-number", "word"] = "word"
@@ -99,13 +100,14 @@ class TaskSettings(BaseModel):
         self, start: int, count: int, *, tokenizer: Tokenizer, chunk_tokens: int, evaluation: bool = False
     ) -> list[Task]:
         """Tasks ``start .. start+count`` of the training (or held-out evaluation) stream: the same on every
-        run; task-suite families are taken in turn, and evaluation draws their held-out split."""
+        run; task-suite families are taken in turn, and evaluation draws their validation split (realtext: Judges,
+        never the test book)."""
         from memagent_graph.training.data.task_suite import suite_task
 
         seed = self.eval_seed if evaluation else self.seed
         if self.kind != "needle":
             kinds = [self.kind] if isinstance(self.kind, str) else self.kind
-            split = "eval" if evaluation else "train"
+            split = "validation" if evaluation else "train"
             return [
                 suite_task(kinds[i % len(kinds)], i, tokens=self.tokens, tokenizer=tokenizer, split=split, seed=seed)
                 for i in range(start, start + count)

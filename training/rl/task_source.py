@@ -50,7 +50,8 @@ class GeneratedTasks:
         return tasks, position + count
 
     def held_out_tasks(self, count: int) -> list[Task]:
-        """The first ``count`` tasks of the evaluation split."""
+        """The first ``count`` tasks of the validation split (a generated family's evaluation phrasing; realtext's
+        validation book, never its test book)."""
         return self.settings.tasks(0, count, tokenizer=self.tokenizer, chunk_tokens=self.chunk_tokens, evaluation=True)
 
     def warm_start_tasks(self, count: int) -> list[Task]:

@@ -404,6 +404,7 @@ class Trainer:
                 "device": True,
                 "ray_address": True,
                 "placement_timeout_s": True,
+                "rollout": True,  # where and with which engine episodes are sampled, like the learner's layout
                 "learner": {"workers", "strategy", "cpus_per_worker", "offload"},
             },
         )
