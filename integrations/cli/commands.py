@@ -94,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model-dir", help="a local Hugging Face model folder (default: the embedded SmolLM2)")
     serve.add_argument("--max-model-len", type=int, default=8192)
     serve.add_argument("--kv-cache-gb", type=int, default=1)
+    serve.add_argument(
+        "--dtype",
+        choices=["auto", "bfloat16", "float32", "float16"],
+        default="auto",
+        help="auto: bfloat16 where the CPU computes it natively (AVX512-BF16, AMX), else float32 (default)",
+    )
     return parser
 
 
@@ -393,6 +399,7 @@ def _vllm(args: argparse.Namespace) -> int:
         port=args.port,
         max_model_len=args.max_model_len,
         kv_cache_gb=args.kv_cache_gb,
+        dtype=args.dtype,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop the server's processes on SIGTERM too, not only Ctrl-C
     with server:

@@ -16,11 +16,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import httpx
 
 from memagent_graph.errors import ConfigError, ModelError
 from memagent_graph.integrations.child_processes import ProcessGroupWatchdog, end_with_parent
+from memagent_graph.integrations.models.embedded_files import resolve_dtype
 from memagent_graph.integrations.models.vllm_environment import (
     ensure_vllm_venv,
     vllm_cpu_environment,
@@ -47,7 +49,9 @@ class VLLMServer:
 
     ``model`` is a local Hugging Face folder (default: the embedded SmolLM2). Nothing is downloaded: the server
     runs with ``HF_HUB_OFFLINE=1``. It binds to loopback, uses both cores, eager mode (vllm-cpu's compile cache
-    fails to load, so compiling costs ~60 s at every start) and a 1 GB KV cache (~46K tokens).
+    fails to load, so compiling costs ~60 s at every start) and a 1 GB KV cache (~46K tokens). ``dtype="auto"``
+    computes in bfloat16 where the CPU has it natively, else in float32: on an AVX2-only CPU vllm-cpu's
+    emulated bfloat16 reads a document about 3 times slower (`benchmarks/vllm_dtype.py`).
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class VLLMServer:
         served_model_name: str = SERVED_MODEL_NAME,
         max_model_len: int = 8192,
         kv_cache_gb: int = 1,
+        dtype: Literal["auto", "bfloat16", "float32", "float16"] = "auto",
         extra_args: Sequence[str] = (),
         log_file: Path | None = None,
         startup_timeout_s: float = 240.0,
@@ -69,6 +74,7 @@ class VLLMServer:
         self.served_model_name = served_model_name
         self.max_model_len = max_model_len
         self.kv_cache_gb = kv_cache_gb
+        self.dtype = resolve_dtype(dtype)
         self.extra_args = tuple(extra_args)
         self.log_file = Path(log_file) if log_file is not None else None
         self.startup_timeout_s = startup_timeout_s
@@ -92,7 +98,7 @@ class VLLMServer:
             str(self.python), "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(model), "--served-model-name", self.served_model_name,
             "--host", "127.0.0.1", "--port", str(self.port),
-            "--dtype", "bfloat16", "--max-model-len", str(self.max_model_len),
+            "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
             "--enforce-eager", "--enable-prefix-caching",
             *self.extra_args,
         ]  # fmt: skip
