@@ -80,6 +80,10 @@ class VLLMRollout(ChatTokens):
             if max_rank is None:
                 raise ConfigError(f"lora.rank {lora['rank']} is above vLLM's largest ({LORA_RANKS[-1]})")
             engine_options = {"enable_lora": True, "max_lora_rank": max_rank, "max_loras": 1, **engine_options}
+        if engine_options.get("tensor_parallel_size", 1) == 1:
+            # one worker runs in this process (vLLM's default on GPUs; on CPUs it would start a child that imports
+            # vLLM again, ~11 s on 2 cores)
+            engine_options = {"distributed_executor_backend": "uni", **engine_options}
         self.llm = LLM(
             model=str(model),
             seed=seed,
