@@ -20,13 +20,28 @@ from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 _NOT_UNIT = frozenset({"slow", "engine", "vllm", "ray", "integration"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``); a test
-    marked ``last`` runs at the end (it ends a shared server, or checks what the run's other tests waited out)."""
+    """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``).
+
+    The run is spread over two pytest-xdist workers (``--dist loadgroup``: a module, or a named group, goes whole
+    to one worker). The tests of the shared vLLM server, and the Ray check that waits out a minute of the run,
+    form one group, ``shared``: one worker, one server. It goes first, then the modules with slow tests, so the
+    long units start early; a test marked ``last`` runs at the end of its worker's queue (it ends a shared
+    server, or checks what the run's other tests waited out)."""
     for item in items:
-        if not _NOT_UNIT & {marker.name for marker in item.iter_markers()}:
+        markers = {marker.name for marker in item.iter_markers()}
+        if not _NOT_UNIT & markers:
             item.add_marker(pytest.mark.unit)
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)  # stable: the rest keep order
+        if "vllm" in markers or "killed_ray_driver" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("shared"))
+    slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
+
+    def place(item: pytest.Item) -> tuple[bool, int]:
+        shared = item.get_closest_marker("xdist_group") is not None
+        return item.get_closest_marker("last") is not None, 0 if shared else 1 if item.module in slow_modules else 2
+
+    items.sort(key=place)  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")
