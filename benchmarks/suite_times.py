@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from memagent_graph.precision import cpu_has_native_bf16
+from memagent_graph.precision import cpu_kind
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "suite_times"
@@ -31,11 +31,6 @@ DOCS = REPO / "docs" / "tests.md"
 TIERS = ("unit", "integration", "slow", "engine", "vllm", "ray")
 """The markers of tests/conftest.py: `unit` is every test marked none of the others."""
 SLOWEST = 12
-
-
-def cpu_kind() -> str:
-    """``AVX512-BF16`` where the CPU computes bf16 natively (AVX512-BF16 or AMX), else ``AVX2``."""
-    return "AVX512-BF16" if cpu_has_native_bf16() else "AVX2"
 
 
 def cpu_model() -> str:

@@ -37,7 +37,14 @@ from memagent_graph.nodes.segments import merge_left, read_segment, segment_send
 from memagent_graph.nodes.update_memory import merge_segments
 from memagent_graph.state import InputState, LockstepInput, LockstepState, MemAgentState, OutputState, RunSettings
 
-__all__ = ["GraphOptions", "build_memagent_graph", "create_memagent", "recursion_limit_for"]
+__all__ = [
+    "AnswerInput",
+    "GraphOptions",
+    "build_memagent_graph",
+    "create_answer_graph",
+    "create_memagent",
+    "recursion_limit_for",
+]
 
 
 def _more_chunks(state: MemAgentState) -> Literal["update_memory", "final_answer"]:
@@ -149,3 +156,37 @@ def create_memagent(
     of ``recursion_limit_for(num_chunks)`` (LangGraph's default, 25, covers 22 chunks; a LangGraph server's,
     10011, 10,008); a lower one is refused before the first model call."""
     return build_memagent_graph(model, **options).compile(checkpointer=checkpointer, name=name)
+
+
+class AnswerInput(TypedDict):
+    """The input of `create_answer_graph`: a question and the memory (notes, one a line) to answer it from."""
+
+    question: str
+    memory: str
+
+
+def create_answer_graph(
+    model: BaseChatModel,
+    *,
+    tokenizer: Tokenizer | None = None,
+    config: MemAgentConfig | None = None,
+    name: str = "memagent-answer",
+) -> CompiledStateGraph:
+    """The MemAgent graph's answer step alone: ``invoke({"question": ..., "memory": ...})`` answers from that
+    memory exactly as a read's last step would (``config``'s memory policy and prompts; output as a read's).
+    For notes made elsewhere, and for comparing readers on one answer step (`memagent eval`'s fair baselines)."""
+    config = config or MemAgentConfig()
+    tokenizer = tokenizer or ApproximateTokenizer()
+    policy = build_memory_policy(model, tokenizer, config)
+    builder = StateGraph(MemAgentState, context_schema=RunSettings, input_schema=AnswerInput, output_schema=OutputState)
+    builder.add_node("set_up", lambda state: {"num_chunks": 0, "evidence": []})
+    builder.add_node(
+        "final_answer",
+        final_answer(
+            model, tokenizer, memagent_config=config, quotes_answer=policy.quotes_answer, policy_answer=policy.answer
+        ),
+    )
+    builder.add_edge(START, "set_up")
+    builder.add_edge("set_up", "final_answer")
+    builder.add_edge("final_answer", END)
+    return builder.compile(name=name)

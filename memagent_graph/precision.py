@@ -17,7 +17,15 @@ from typing import Literal
 
 from memagent_graph.errors import ConfigError
 
-__all__ = ["Bf16Setting", "DeviceSetting", "cpu_has_native_bf16", "native_bf16", "resolve_bf16", "resolve_device"]
+__all__ = [
+    "Bf16Setting",
+    "DeviceSetting",
+    "cpu_has_native_bf16",
+    "cpu_kind",
+    "native_bf16",
+    "resolve_bf16",
+    "resolve_device",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +71,12 @@ def cpu_has_native_bf16() -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def cpu_kind() -> str:
+    """``AVX512-BF16`` where the CPU computes bf16 natively (AVX512-BF16 or AMX), else ``AVX2``: the two kinds of
+    machine whose numbers differ (bf16 on the first, fp32 on the second)."""
+    return "AVX512-BF16" if cpu_has_native_bf16() else "AVX2"
 
 
 def resolve_bf16(setting: Bf16Setting, *, what: str = "bf16", device: str = "cpu") -> bool:

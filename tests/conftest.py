@@ -8,8 +8,10 @@ import logging
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -20,28 +22,44 @@ from memagent_graph.testing import RuleMemoryModel, train_bpe_tokenizer
 _NOT_UNIT = frozenset({"slow", "engine", "vllm", "ray", "integration"})
 
 
+MEASURED = Path(__file__).parent.parent / "benchmarks" / "results" / "suite_times"
+"""Each test's seconds in the last measured whole run, per CPU kind (`benchmarks/suite_times.py`)."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``).
 
     The run is spread over two pytest-xdist workers (``--dist loadgroup``: a module, or a named group, goes whole
     to one worker). The tests of the shared vLLM server, and the Ray check that waits out a minute of the run,
-    form one group, ``shared``: one worker, one server. It goes first, then the modules with slow tests, so the
-    long units start early; a test marked ``last`` runs at the end of its worker's queue (it ends a shared
-    server, or checks what the run's other tests waited out)."""
+    form one group, ``shared``: one worker, one server. The units go out longest first (by the last measured
+    run's times), so no long one starts at the end; a test marked ``last`` runs at the end of its worker's queue
+    (it ends a shared server, or checks what the run's other tests waited out)."""
     for item in items:
         markers = {marker.name for marker in item.iter_markers()}
         if not _NOT_UNIT & markers:
             item.add_marker(pytest.mark.unit)
         if "vllm" in markers or "killed_ray_driver" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("shared"))
-    slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
+    measured, unit_seconds = _measured_seconds(), defaultdict(float)
+    for item in items:
+        unit_seconds[_unit(item)] += measured.get(item.nodeid, 1.0)
+    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, -unit_seconds[_unit(item)]))
 
-    def place(item: pytest.Item) -> tuple[bool, int]:
-        shared = item.get_closest_marker("xdist_group") is not None
-        return item.get_closest_marker("last") is not None, 0 if shared else 1 if item.module in slow_modules else 2
 
-    items.sort(key=place)  # stable: the rest keep their order
+def _unit(item: pytest.Item) -> str:
+    """What goes whole to one worker: the item's group, else its module."""
+    return "shared" if item.get_closest_marker("xdist_group") else item.nodeid.split("::")[0]
+
+
+def _measured_seconds() -> dict[str, float]:
+    """Each test's seconds in the last measured run: this CPU kind's, else any kind's; {} if none was."""
+    from memagent_graph.precision import cpu_kind
+
+    own = MEASURED / f"{cpu_kind()}.json"
+    files = [own] if own.is_file() else sorted(MEASURED.glob("*.json"))[:1]
+    tests = json.loads(files[0].read_text(encoding="utf-8"))["tests"] if files else {}
+    return {name: float(test["seconds"]) for name, test in tests.items()}
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from memagent_graph.training.data.haystacks import filler
 from memagent_graph.training.eval.baselines import BASELINES
 from memagent_graph.training.eval.evaluation import (
     METHODS,
+    SENTENCE_METHODS,
     build_readers,
     check_methods,
     evaluate,
@@ -63,7 +64,7 @@ def _needle_in_the_middle(tokenizer, tokens: int) -> tuple[str, str]:
 
 
 def test_methods_are_memagent_and_every_baseline():
-    assert set(METHODS) == {"memagent", *BASELINES}
+    assert set(METHODS) == {"memagent", *BASELINES, *SENTENCE_METHODS}
 
 
 def test_a_middle_needle_is_found_by_memagent_and_retrieval_but_cut_by_truncation(readers, embedded_tokenizer):
@@ -111,6 +112,8 @@ def test_citing_methods_are_scored_on_citation_recall_and_groundedness(records, 
     recall, grounded = summarize(records, "citation_recall"), summarize(records, "grounded")
     assert recall[("niah_single_1", 4096, "memagent")] == grounded[("niah_single_1", 4096, "memagent")] == 1.0
     assert recall[("niah_single_1", 4096, "bm25")] == 1.0  # the needle's passage was retrieved
+    for method in SENTENCE_METHODS:  # the needle's sentence was kept, and the answer step found it there
+        assert recall[("niah_single_1", 4096, method)] == summarize(records)[("niah_single_1", 4096, method)] == 1.0
     assert recall[("niah_single_1", 4096, "truncation")] is None and grounded[("niah_single_1", 4096, "full")] is None
     report = (write_results(records, tmp_path, settings={})["table"]).read_text()
     assert "Citation recall (%)" in report and "Groundedness (%)" in report

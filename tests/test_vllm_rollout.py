@@ -58,7 +58,8 @@ def lora_inputs(policy, tmp_path_factory):
 @pytest.fixture(scope="module")
 def checks(policy, lora_inputs, tmp_path_factory) -> dict:
     """Both check scripts in one process of vLLM's environment: the plain engine's checks, then the LoRA one's."""
-    env = {**vllm_cpu_environment(engine_in_process=True), "PYTHONPATH": str(package_links(tmp_path_factory.mktemp("site")))}
+    links = package_links(tmp_path_factory.mktemp("site"))
+    env = {**vllm_cpu_environment(engine_in_process=True), "PYTHONPATH": str(links)}
     command = [str(vllm_python()), str(CHECKS), str(policy), *map(str, lora_inputs[2])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -208,5 +208,9 @@ def vllm_ray_runtime_env(links: Path, *, venv: Path | None = None) -> dict[str, 
         )
     return {
         "py_executable": str(python),
-        "env_vars": {**vllm_cpu_settings(engine_in_process=True), "PYTHONPATH": str(package_links(links)), "MEMAGENT_PACKAGE_LINKS": "1"},
+        "env_vars": {
+            **vllm_cpu_settings(engine_in_process=True),
+            "PYTHONPATH": str(package_links(links)),
+            "MEMAGENT_PACKAGE_LINKS": "1",
+        },
     }

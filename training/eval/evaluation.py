@@ -32,8 +32,20 @@ if TYPE_CHECKING:  # LangChain and LangGraph load when readers are built, not wh
     from memagent_graph.training.eval.baselines import Reader, Reading
 
 
-METHODS = ("memagent", "full", "truncation", "bm25", "embedding")
-"""MemAgent, then the baselines of `baselines.BASELINES`."""
+METHODS = (
+    "memagent",
+    "full",
+    "truncation",
+    "bm25",
+    "embedding",
+    "bm25-sentences",
+    "minilm-sentences",
+    "hybrid-sentences",
+)
+"""MemAgent, the baselines that answer from a window of context (`baselines.BASELINES`), then the fair ones that
+answer from retrieved sentences with MemAgent's own answer step (`sentence_baselines`)."""
+SENTENCE_METHODS = {"bm25-sentences": "bm25", "minilm-sentences": "minilm", "hybrid-sentences": "hybrid"}
+"""Each fair baseline's ranking (`sentence_baselines.RANKINGS`)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,8 @@ class EvalRecord:
     """1.0 when the normalised answer equals a gold answer (None: no answer)."""
     sub_em: float | None = None
     """1.0 when a gold answer is inside the answer, or the answer inside a gold (None: no answer)."""
+    f1: float | None = None
+    """The best token F1 of the normalised answer against a gold answer (SQuAD's; None: no answer)."""
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -118,9 +132,19 @@ def build_readers(
     for method in check_methods(methods):
         if method == "memagent":
             built[method] = memagent
+        elif method in SENTENCE_METHODS:
+            built[method] = _sentence_reader(SENTENCE_METHODS[method], model, tokenizer, config=config)
         else:
             built[method] = BASELINES[method](model, tokenizer, budget)
     return built
+
+
+def _sentence_reader(ranking: str, model: BaseChatModel, tokenizer: Tokenizer, *, config: MemAgentConfig) -> Reader:
+    """A fair baseline: ``ranking``'s sentences in MemAgent's memory budget, answered by its answer step."""
+    from memagent_graph.training.eval.sentence_baselines import RANKINGS, memory_answerer, sentence_reader
+
+    answer = memory_answerer(model, tokenizer, config)
+    return sentence_reader(answer, tokenizer, ranking=RANKINGS[ranking], memory_tokens=config.memory_tokens)
 
 
 HOTPOTQA = "hotpotqa"
@@ -163,7 +187,7 @@ def evaluate(
 
     from memagent_graph.nodes.answer_extraction import extract_answer
     from memagent_graph.training.data.hotpotqa import synthesize_hotpotqa
-    from memagent_graph.training.rewards import exact_match, get_reward, substring_match
+    from memagent_graph.training.rewards import exact_match, get_reward, substring_match, token_f1
 
     check_samples(samples)
     names = check_tasks(tasks, hotpotqa=hotpotqa)
@@ -188,14 +212,15 @@ def evaluate(
                         score = None if answer is None else metric(answer, task.golds)
                         seconds = round(time.perf_counter() - started, 2)
                         recall, grounded = citation_scores(reading, answer, task)
-                        exact, sub_em = (
-                            (None, None)
+                        exact, sub_em, f1 = (
+                            (None, None, None)
                             if answer is None
-                            else (exact_match(answer, task.golds), substring_match(answer, task.golds))
-                        )
+                            else (exact_match(answer, task.golds), substring_match(answer, task.golds),
+                                  token_f1(answer, task.golds))
+                        )  # fmt: skip
                         record = EvalRecord(
                             name, tokens, method, index, answer, task.golds, score, seconds, recall, grounded,
-                            exact, sub_em,
+                            exact, sub_em, f1,
                         )  # fmt: skip
                         records.append(record)
                         if on_record is not None:
@@ -228,7 +253,7 @@ def _words(text: str) -> set[str]:
     return {word for word in re.findall(r"\w+", text.lower()) if len(word) > 1 or word.isdigit()}
 
 
-Metric = Literal["score", "exact_match", "sub_em", "citation_recall", "grounded", "seconds"]
+Metric = Literal["score", "exact_match", "sub_em", "f1", "citation_recall", "grounded", "seconds"]
 
 
 def summarize(records: Sequence[EvalRecord], metric: Metric = "score") -> dict[tuple[str, int, str], float | None]:
@@ -264,9 +289,9 @@ def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings
     """``results.json`` (settings, summary, every record), ``results.md`` (the tables), ``accuracy.png``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    summary, exact, sub_em, recall, grounded, seconds = (
+    summary, exact, sub_em, f1, recall, grounded, seconds = (
         summarize(records, metric)
-        for metric in ("score", "exact_match", "sub_em", "citation_recall", "grounded", "seconds")
+        for metric in ("score", "exact_match", "sub_em", "f1", "citation_recall", "grounded", "seconds")
     )
     payload = {
         "settings": settings,
@@ -278,6 +303,7 @@ def write_results(records: Sequence[EvalRecord], folder: str | Path, *, settings
                 "accuracy": v,
                 "exact_match": exact[t, n, m],
                 "sub_em": sub_em[t, n, m],
+                "f1": f1[t, n, m],
                 "seconds_per_document": seconds[t, n, m],
                 "citation_recall": recall[t, n, m],
                 "groundedness": grounded[t, n, m],
@@ -299,6 +325,7 @@ def format_report(records: Sequence[EvalRecord]) -> str:
         ("Accuracy (%)", "score"),
         ("Exact match (%)", "exact_match"),
         ("Sub-EM (%)", "sub_em"),
+        ("Token F1 (%)", "f1"),
         ("Citation recall (%)", "citation_recall"),
         ("Groundedness (%)", "grounded"),
     ]
