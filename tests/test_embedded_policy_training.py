@@ -25,7 +25,9 @@ def test_the_smollm2_recipe_trains_an_adapter_that_the_embedded_engine_loads(tmp
     assert recipe.policy == "embedded" and recipe.warm_start.teacher == "oracle" and recipe.lora is not None
     small = recipe.model_copy(
         update={
-            "task": recipe.task.model_copy(update={"tokens": 700, "eval_samples": 1}),
+            "task": recipe.task.model_copy(update={"tokens": 400, "eval_samples": 1}),  # one chunk a document
+            "memory_tokens": 64,
+            "answer_tokens": 24,
             "warm_start": recipe.warm_start.model_copy(update={"tasks": 2, "steps": 1, "batch_size": 2}),
             "output_dir": str(tmp_path / "run"),
         }
