@@ -65,7 +65,8 @@ def read_junit(junit: Path) -> tuple[dict[str, dict[str, Any]], float]:
         module = case.get("classname", "").split(".")
         path = "/".join(part for part in module if part[:1].islower()) + ".py"
         classes = [part for part in module if part[:1].isupper()]
-        node = "::".join([path, *classes, case.get("name", "")])
+        name = re.sub(r"@\w+$", "", case.get("name", ""))  # pytest-xdist's group suffix (`--dist loadgroup`)
+        node = "::".join([path, *classes, name])
         failed = case.find("failure") is not None or case.find("error") is not None
         outcome = "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"
         tests[node] = {"seconds": float(case.get("time", 0.0)), "outcome": outcome}
