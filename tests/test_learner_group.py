@@ -52,11 +52,28 @@ def calls(policy):
 @pytest.fixture(scope="module")
 def single(policy, calls):
     """The single-process learner's stats and weights after one step on the batch."""
-    model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
-    config = LearnerConfig(**{k: v for k, v in SETTINGS.items() if k != "cpus_per_worker"})
-    learner = TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0)
+    learner = _single_learner(policy)
     stats = learner.update(calls, ADVANTAGES)
-    return stats, trainable_weights(model)
+    return stats, trainable_weights(learner.model)
+
+
+@pytest.fixture(scope="module")
+def fsdp_group(policy):
+    """One 2-rank FSDP group (``SETTINGS``) for the tests that take it in whatever state the one before left it:
+    a supervised step from its current weights, a checkpoint written or read, and, last, a killed rank (which
+    ends it). A group costs two processes that import torch: one group, not four."""
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
+    yield group
+    group.close()
+
+
+def _single_learner(policy, weights=None, **settings) -> TorchLearner:
+    """The single-process learner on the policy, or on ``weights`` (a group's, gathered whole)."""
+    model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
+    if weights is not None:
+        model.load_state_dict(weights, strict=False)
+    config = LearnerConfig(**{k: v for k, v in {**SETTINGS, **settings}.items() if k != "cpus_per_worker"})
+    return TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0)
 
 
 def _assert_same_step(stats, weights, single):
@@ -106,17 +123,12 @@ def test_mixed_precision_without_fsdp_is_refused():
         LearnerConfig(workers=2, strategy="ddp", param_dtype="bfloat16")
 
 
-def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls):
-    model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
-    config = LearnerConfig(**{k: v for k, v in SETTINGS.items() if k != "cpus_per_worker"})
-    single = TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0).supervised(lr=3e-3)
-    expected = single.sft_update(calls), trainable_weights(model)
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
-    try:
-        stats = group.supervised(lr=3e-3).sft_update(calls)
-        weights = group.weights()
-    finally:
-        group.close()
+def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls, fsdp_group):
+    learner = _single_learner(policy, fsdp_group.weights())  # a supervised step starts its own optimiser
+    single = learner.supervised(lr=3e-3)
+    expected = single.sft_update(calls), trainable_weights(learner.model)
+    stats = fsdp_group.supervised(lr=3e-3).sft_update(calls)
+    weights = fsdp_group.weights()
     assert stats["loss"] == pytest.approx(expected[0]["loss"], abs=TOLERANCE)
     assert stats["grad_norm"] == pytest.approx(expected[0]["grad_norm"], abs=TOLERANCE)
     for name, tensor in expected[1].items():
@@ -136,22 +148,18 @@ def test_anchoring_moves_every_ranks_kl_reference_to_the_current_policy(policy, 
 
 
 @pytest.mark.parametrize(("writers", "readers"), [(2, 1), (1, 2)])
-def test_a_sharded_checkpoint_resumes_onto_another_rank_count(policy, calls, tmp_path, writers, readers):
+def test_a_sharded_checkpoint_resumes_onto_another_rank_count(policy, calls, fsdp_group, tmp_path, writers, readers):
     checkpoint = tmp_path / "learner"
-    first = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=writers, strategy="fsdp"))
+    one_rank = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=1, strategy="fsdp"))
+    first, resumed = (fsdp_group, one_rank) if writers == 2 else (one_rank, fsdp_group)
     try:
         first.update(calls, ADVANTAGES)
         first.save(checkpoint)
-        next_step = first.update(calls, ADVANTAGES)
-        expected = next_step, first.weights()
-    finally:
-        first.close()
-    resumed = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=readers, strategy="fsdp"))
-    try:
+        expected = first.update(calls, ADVANTAGES), first.weights()
         resumed.load(checkpoint)
         _assert_same_step(resumed.update(calls, ADVANTAGES), resumed.weights(), expected)
     finally:
-        resumed.close()
+        one_rank.close()
 
 
 def _run(policy, folder, *, workers: int, strategy: str = "fsdp") -> RLConfig:
@@ -201,10 +209,10 @@ def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_in_one_process(p
         assert again[key] == pytest.approx(expected[key], abs=TOLERANCE), key
 
 
-def test_a_killed_rank_fails_the_step_with_the_way_to_resume(policy, calls):
+def test_a_killed_rank_fails_the_step_with_the_way_to_resume(calls, fsdp_group):
     import ray
 
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
+    group = fsdp_group  # its last test: the group ends here
     placement = group.placement
     ray.kill(group.ranks[1])
     with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
