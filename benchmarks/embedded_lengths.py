@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from policy_study import format_study, write_study
@@ -16,10 +17,12 @@ from policy_study import format_study, write_study
 from memagent_graph.training.eval.evaluation import EvalRecord, format_table, summarize
 
 
-def load_records(folder: Path) -> list[EvalRecord]:
-    """Every answer of every run under ``folder`` (each run's ``records.jsonl``, a cut last line dropped)."""
+def load_records(folder: Path, *, runs: Sequence[str] | None = None) -> list[EvalRecord]:
+    """Every answer of every run under ``folder``, or of the ``runs`` named (each run's ``records.jsonl``, a cut
+    last line dropped)."""
     records = []
-    for path in sorted(folder.glob("*/records.jsonl")):
+    paths = sorted(folder.glob("*/records.jsonl")) if runs is None else [folder / run / "records.jsonl" for run in runs]
+    for path in (path for path in paths if path.is_file()):
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 records.append(EvalRecord(**json.loads(line)))
