@@ -56,6 +56,10 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", type=Path, default=Path("benchmarks/results/real_text"))
     args = parser.parse_args()
     records = [r for r in load_records(args.folder, runs=RUNS) if r.task == "realtext" and r.method in METHODS]
+    methods_of = defaultdict(set)
+    for record in records:
+        methods_of[record.tokens, record.sample].add(record.method)
+    records = [r for r in records if len(methods_of[r.tokens, r.sample]) == len(METHODS)]  # every method, or none
     if not records:
         sys.exit(f"real_text: no realtext records under {args.folder}; run benchmarks/real_text.sh")
     tokenizer, hops = embedded_tokenizer(), {}
