@@ -31,7 +31,7 @@ from memagent_graph.errors import ConfigError
 from memagent_graph.nodes import final_answer, read_chunk, update_memory
 from memagent_graph.nodes.memory_policy import MemoryPolicy
 from memagent_graph.nodes.policy_registry import build_memory_policy
-from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION
+from memagent_graph.nodes.questions import MANY_QUESTIONS, ONE_QUESTION, Questions
 from memagent_graph.nodes.read_checks import ReadChecks, recursion_limit_for
 from memagent_graph.nodes.segments import merge_left, read_segment, segment_sends
 from memagent_graph.nodes.update_memory import merge_segments
@@ -96,15 +96,7 @@ def build_memagent_graph(
         ),
     )
     update = update_memory(model, documents, tokenizer, memagent_config=config, policy=policy, questions=questions)
-    answer = final_answer(
-        answer_model or model,
-        tokenizer,
-        memagent_config=config,
-        quotes_answer=policy.quotes_answer,
-        policy_answer=policy.answer,
-        questions=questions,
-    )
-    builder.add_node("final_answer", answer)
+    builder.add_node("final_answer", _answer_node(answer_model or model, tokenizer, config, policy, questions))
     builder.add_edge(START, "read_chunk")
     builder.add_edge("final_answer", END)
     if config.segments > 1:
@@ -121,6 +113,20 @@ def build_memagent_graph(
     builder.add_conditional_edges("read_chunk", _more_chunks, ["update_memory", "final_answer"])
     builder.add_conditional_edges("update_memory", _more_chunks, ["update_memory", "final_answer"])
     return builder
+
+
+def _answer_node(
+    model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentConfig, policy: MemoryPolicy, questions: Questions
+) -> Any:
+    """The answer step of ``policy`` (its own answer, or a model call that may have to quote the memory)."""
+    return final_answer(
+        model,
+        tokenizer,
+        memagent_config=config,
+        quotes_answer=policy.quotes_answer,
+        policy_answer=policy.answer,
+        questions=questions,
+    )
 
 
 def _end_of_round(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,12 +186,7 @@ def create_answer_graph(
     policy = build_memory_policy(model, tokenizer, config)
     builder = StateGraph(MemAgentState, context_schema=RunSettings, input_schema=AnswerInput, output_schema=OutputState)
     builder.add_node("set_up", lambda state: {"num_chunks": 0, "evidence": []})
-    builder.add_node(
-        "final_answer",
-        final_answer(
-            model, tokenizer, memagent_config=config, quotes_answer=policy.quotes_answer, policy_answer=policy.answer
-        ),
-    )
+    builder.add_node("final_answer", _answer_node(model, tokenizer, config, policy, ONE_QUESTION))
     builder.add_edge(START, "set_up")
     builder.add_edge("set_up", "final_answer")
     builder.add_edge("final_answer", END)

@@ -14,6 +14,7 @@ retrieval readers, none for ``full`` and ``truncation`` (they do not cite).
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,14 +116,16 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())
 
 
-def bm25(model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudget, *, passage_tokens: int = 256) -> Reader:
-    """The top BM25 passages (of ``passage_tokens``) that fit the window, in document order."""
+def bm25_scores(question: str, passages: Sequence[str]) -> list[float]:
+    """Each passage's BM25 (Okapi) score for the question's words."""
     from rank_bm25 import BM25Okapi
 
-    def scores(question: str, passages: list[str]) -> Sequence[float]:
-        return BM25Okapi([_words(p) for p in passages]).get_scores(_words(question)).tolist()
+    return BM25Okapi([_words(p) or [""] for p in passages]).get_scores(_words(question)).tolist()
 
-    return _retrieval(model, tokenizer, budget, scores, passage_tokens)
+
+def bm25(model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudget, *, passage_tokens: int = 256) -> Reader:
+    """The top BM25 passages (of ``passage_tokens``) that fit the window, in document order."""
+    return _retrieval(model, tokenizer, budget, bm25_scores, passage_tokens)
 
 
 @lru_cache(maxsize=1)
@@ -137,14 +140,38 @@ def embedding(
     model: BaseChatModel, tokenizer: Tokenizer, budget: ContextBudget, *, passage_tokens: int = 256
 ) -> Reader:
     """The passages most similar to the question (all-MiniLM-L6-v2 cosine) that fit the window, in order."""
+    return _retrieval(model, tokenizer, budget, embedding_scores, passage_tokens)
 
-    def scores(question: str, passages: list[str]) -> Sequence[float]:
-        encoder = embedding_model()
-        vectors = encoder.encode(passages, batch_size=64, normalize_embeddings=True)
-        query = encoder.encode([question], normalize_embeddings=True)[0]
-        return (vectors @ query).tolist()
 
-    return _retrieval(model, tokenizer, budget, scores, passage_tokens)
+class _Vectors:
+    """MiniLM vectors of texts, each encoded once while it stays among the ``size`` latest (the questions of an
+    evaluation read the same book again and again: its sentences are encoded once, not once a question)."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self.size, self._vectors = size, OrderedDict[str, Any]()
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        if missing:
+            encoded = embedding_model().encode(missing, batch_size=64, normalize_embeddings=True)
+            self._vectors.update(zip(missing, encoded, strict=True))
+        for text in texts:
+            self._vectors.move_to_end(text)
+        while len(self._vectors) > self.size:
+            self._vectors.popitem(last=False)
+        return np.stack([self._vectors[text] for text in texts])
+
+
+_VECTORS = _Vectors()
+
+
+def embedding_scores(question: str, passages: Sequence[str]) -> list[float]:
+    """Each passage's all-MiniLM-L6-v2 cosine similarity to the question."""
+    if not passages:
+        return []
+    return (_VECTORS(passages) @ embedding_model().encode([question], normalize_embeddings=True)[0]).tolist()
 
 
 BASELINES: dict[str, Callable[..., Reader]] = {

@@ -10,10 +10,8 @@ sentences, so the evaluation's citation recall is the retriever's evidence recal
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -22,7 +20,7 @@ from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.graph import create_answer_graph
 from memagent_graph.nodes.quote.memory import split_sentences
 from memagent_graph.nodes.quote.selection import fit_budget
-from memagent_graph.training.eval.baselines import Reader, Reading, embedding_model
+from memagent_graph.training.eval.baselines import Reader, Reading, bm25_scores, embedding_scores
 
 RRF_K = 60
 """Reciprocal-rank fusion's constant (Cormack, Clarke and Buettcher, 2009): a sentence scores the sum of
@@ -47,55 +45,26 @@ def document_sentences(document: str) -> list[Sentence]:
     for text in split_sentences(document):
         words = [re.escape(word) for word in text.split()]
         found = re.compile(r"\s+".join(words)).search(document, searched)
-        if found is None:  # a long sentence cut into pieces: each piece is still found in order
-            continue
+        assert found is not None, text  # split_sentences keeps every word, in order
         sentences.append(Sentence(text, found.start(), found.end()))
         searched = found.end()
     return sentences
 
 
-def _terms(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
+def _best_first(scores: Sequence[float]) -> list[int]:
+    """Indices by score, best first; ties in document order."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
 def bm25_ranking(question: str, sentences: Sequence[str]) -> list[int]:
-    """The sentences by BM25 (Okapi) score of the question's words, best first; ties in document order."""
-    from rank_bm25 import BM25Okapi
-
-    scores = BM25Okapi([_terms(s) or [""] for s in sentences]).get_scores(_terms(question))
-    return sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
-
-
-class _SentenceVectors:
-    """MiniLM vectors of sentences, each encoded once while it stays among the ``size`` latest (the questions of an
-    evaluation read the same book again and again: its sentences are encoded once, not once a question)."""
-
-    def __init__(self, size: int = 100_000) -> None:
-        self.size, self._vectors = size, OrderedDict[str, Any]()
-
-    def __call__(self, sentences: Sequence[str]) -> Any:
-        import numpy as np
-
-        missing = list(dict.fromkeys(s for s in sentences if s not in self._vectors))
-        if missing:
-            encoded = embedding_model().encode(missing, batch_size=64, normalize_embeddings=True)
-            self._vectors.update(zip(missing, encoded, strict=True))
-        for sentence in sentences:
-            self._vectors.move_to_end(sentence)
-        while len(self._vectors) > self.size:
-            self._vectors.popitem(last=False)
-        return np.stack([self._vectors[s] for s in sentences])
-
-
-_VECTORS = _SentenceVectors()
+    """The sentences by BM25 (Okapi) score of the question's words, best first (`baselines.bm25_scores`)."""
+    return _best_first(bm25_scores(question, sentences))
 
 
 def minilm_ranking(question: str, sentences: Sequence[str]) -> list[int]:
-    """The sentences by all-MiniLM-L6-v2 cosine similarity to the question, best first."""
-    if not sentences:
-        return []
-    scores = _VECTORS(sentences) @ embedding_model().encode([question], normalize_embeddings=True)[0]
-    return sorted(range(len(sentences)), key=lambda i: (-float(scores[i]), i))
+    """The sentences by all-MiniLM-L6-v2 cosine similarity to the question, best first (each sentence encoded
+    once while it is among the latest: `baselines.embedding_scores`)."""
+    return _best_first(embedding_scores(question, sentences))
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[int]:
