@@ -201,3 +201,24 @@ def test_a_stopped_task_eval_resumes_answering_only_the_missing_documents(memage
     ]  # fmt: skip
     assert 0 < len(server.requests) - before
     assert {"exact_match", "sub_em", "seconds_per_document"} <= set(saved["summary"][0])
+
+
+@pytest.mark.integration
+def test_a_resumed_task_eval_with_more_samples_answers_only_the_new_documents(memagent, tokenizer, tmp_path):
+    from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
+
+    out = tmp_path / "out"
+    args = ["eval", "--task", "niah_single_1", "--lengths", "1k", "--methods", "memagent,bm25", "--chunk-tokens",
+            "300", "--memory-tokens", "100", "--answer-tokens", "30", "--output-dir", str(out), "--quiet"]  # fmt: skip
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
+        assert memagent(*args, "--samples", "1", "--base-url", server.base_url).returncode == 0
+        first = {json.dumps(r, sort_keys=True) for r in json.loads((out / "results.json").read_text())["records"]}
+        grown = memagent(*args, "--samples", "2", "--base-url", server.base_url, "--resume")
+        shrunk = memagent(*args, "--samples", "1", "--base-url", server.base_url, "--resume")
+    assert grown.returncode == 0, grown.stderr
+    records = json.loads((out / "results.json").read_text())["records"]
+    assert sorted((r["sample"], r["method"]) for r in records) == [
+        (0, "bm25"), (0, "memagent"), (1, "bm25"), (1, "memagent")
+    ]  # fmt: skip
+    assert first <= {json.dumps(r, sort_keys=True) for r in records}  # sample 0's answers kept as they were
+    assert shrunk.returncode != 0 and "other settings (samples)" in shrunk.stderr

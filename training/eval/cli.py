@@ -40,7 +40,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--columns", help="with --dataset: the file's names, e.g. question=query,answers=gold")
     parser.add_argument("--on-bad-row", choices=["error", "skip"], help="with --dataset (default: error)")
     parser.add_argument(
-        "--resume", action="store_true", help="skip the documents or rows OUTPUT_DIR already holds answers for"
+        "--resume",
+        action="store_true",
+        help="skip the documents or rows OUTPUT_DIR already holds answers for (a larger --samples adds documents)",
     )
     parser.add_argument("--hotpotqa", metavar="FILE", help="the HotpotQA JSON (hotpot_dev_distractor_v1.json)")
     parser.add_argument(
@@ -93,7 +95,9 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         "context_window": args.context_window,
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
     }
-    answers = RecordLog(args.output_dir, settings=settings, resume=args.resume, record=EvalRecord)
+    answers = RecordLog(  # document i of a task is the same for every --samples: a resumed run may ask for more
+        args.output_dir, settings=settings, resume=args.resume, record=EvalRecord, growable=("samples",)
+    )
     done = {(r.task, r.tokens, r.method, r.sample) for r in answers.records()}
     built = build_readers(methods, choice.model, choice.tokenizer, config=config, context_window=args.context_window)
     evaluate(tasks, lengths, samples=args.samples, readers=built, tokenizer=choice.tokenizer, seed=args.seed,

@@ -16,9 +16,18 @@ R = TypeVar("R")
 
 class RecordLog(Generic[R]):
     """``records.jsonl`` in an output folder: one line per answer (a ``record`` dataclass), flushed at once;
-    ``--resume`` reads it back, refusing a folder run with other settings."""
+    ``--resume`` reads it back, refusing a folder run with other settings except a larger value of a
+    ``growable`` one (such as ``samples``, where document i is the same for every count)."""
 
-    def __init__(self, folder: str | Path, *, settings: dict[str, Any], resume: bool, record: type[R]) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        settings: dict[str, Any],
+        resume: bool,
+        record: type[R],
+        growable: tuple[str, ...] = (),
+    ) -> None:
         self.record = record
         self.folder = Path(folder)
         self.path, settings_path = self.folder / "records.jsonl", self.folder / "settings.json"
@@ -26,7 +35,7 @@ class RecordLog(Generic[R]):
             if not settings_path.is_file():
                 raise ConfigError(f"nothing to resume in {self.folder}: no settings.json (run without --resume)")
             saved = json.loads(settings_path.read_text(encoding="utf-8"))
-            if changed := _changed(saved, settings):
+            if changed := _changed(saved, settings, growable=growable):
                 raise ConfigError(
                     f"--resume: {self.folder} was run with other settings ({', '.join(changed)}); "
                     "run them again as they were, or use another --output-dir"
@@ -52,14 +61,16 @@ class RecordLog(Generic[R]):
             file.write(json.dumps(asdict(record)) + "\n")
 
 
-def _changed(saved: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+def _changed(saved: dict[str, Any], settings: dict[str, Any], *, growable: tuple[str, ...]) -> list[str]:
     """The settings that differ; a reading option an older run's file lacks counts as its default (an option
-    added since, such as ``segments``, does not block resuming a run made before it)."""
+    added since, such as ``segments``, does not block resuming a run made before it), and a ``growable`` one
+    may only grow."""
     reading, before = settings.get("reading"), saved.get("reading")
     if isinstance(reading, dict) and isinstance(before, dict):
         defaults = MemAgentConfig().model_dump(mode="json")
         saved = {**saved, "reading": {**{k: defaults[k] for k in reading if k in defaults}, **before}}
-    return sorted(key for key in {*saved, *settings} if saved.get(key) != settings.get(key))
+    grown = {key for key in growable if isinstance(saved.get(key), int) and settings.get(key, -1) >= saved[key]}
+    return sorted(key for key in {*saved, *settings} - grown if saved.get(key) != settings.get(key))
 
 
 def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
