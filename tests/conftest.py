@@ -30,26 +30,25 @@ MEASURED = Path(__file__).parent.parent / "benchmarks" / "results" / "suite_time
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``).
 
-    The run is spread over two pytest-xdist workers (``--dist loadgroup``: a module, or a named group, goes whole
-    to one worker). The tests of the shared vLLM server, and the Ray check that waits out a minute of the run,
-    form one group, ``shared``: one worker, one server. The units go out longest first (by the last measured
-    run's times), so no long one starts at the end; a test marked ``last`` runs at the end of its worker's queue
-    (it ends a shared server, or checks what the run's other tests waited out)."""
+    The run is spread over two pytest-xdist workers (``--dist loadgroup``), one group at a time. A group is a
+    module, so that its module-scoped fixtures (a Ray cluster, a learner group, an engine) start once, on one
+    worker; xdist alone would deal a module's tests to both. The tests of the shared vLLM server, and the Ray
+    check that waits out a minute of the run, form one group, ``shared``: one worker, one server. The groups go
+    out longest first (by the last measured run's times), so no long one starts at the end; a test marked
+    ``last`` runs at the end of its group (it ends a shared server, or checks what the group's other tests
+    waited out)."""
+    groups: dict[str, str] = {}
     for item in items:
         markers = {marker.name for marker in item.iter_markers()}
         if not _NOT_UNIT & markers:
             item.add_marker(pytest.mark.unit)
-        if "vllm" in markers or "killed_ray_driver" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("shared"))
-    measured, unit_seconds = _measured_seconds(), defaultdict(float)
+        shared = "vllm" in markers or "killed_ray_driver" in getattr(item, "fixturenames", ())
+        groups[item.nodeid] = "shared" if shared else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    measured, group_seconds = _measured_seconds(), defaultdict(float)
     for item in items:
-        unit_seconds[_unit(item)] += measured.get(item.nodeid, 1.0)
-    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, -unit_seconds[_unit(item)]))
-
-
-def _unit(item: pytest.Item) -> str:
-    """What goes whole to one worker: the item's group, else its module."""
-    return "shared" if item.get_closest_marker("xdist_group") else item.nodeid.split("::")[0]
+        group_seconds[groups[item.nodeid]] += measured.get(item.nodeid, 1.0)
+    items.sort(key=lambda item: (item.get_closest_marker("last") is not None, -group_seconds[groups[item.nodeid]]))
 
 
 def _measured_seconds() -> dict[str, float]:

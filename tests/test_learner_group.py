@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from memagent_graph.testing import sampled_calls
 from memagent_graph.training.rewards import REWARDS, register_reward
 from memagent_graph.training.rl.checkpoints import is_sharded
 from memagent_graph.training.rl.config import RLConfig
-from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner
+from memagent_graph.training.rl.learner import LearnerConfig, TorchLearner, frozen_copy
 from memagent_graph.training.rl.learner_group import LearnerGroup, LearnerRankError, split_calls
 from memagent_graph.training.rl.tiny_policy import build_tiny_policy
 from memagent_graph.training.rl.trainer import Trainer
@@ -57,23 +58,14 @@ def single(policy, calls):
     return stats, trainable_weights(learner.model)
 
 
-@pytest.fixture(scope="module")
-def fsdp_group(policy):
-    """One 2-rank FSDP group (``SETTINGS``) for the tests that take it in whatever state the one before left it:
-    a supervised step from its current weights, a checkpoint written or read, and, last, a killed rank (which
-    ends it). A group costs two processes that import torch: one group, not four."""
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
-    yield group
-    group.close()
-
-
 def _single_learner(policy, weights=None, **settings) -> TorchLearner:
     """The single-process learner on the policy, or on ``weights`` (a group's, gathered whole)."""
     model = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
     if weights is not None:
         model.load_state_dict(weights, strict=False)
     config = LearnerConfig(**{k: v for k, v in {**SETTINGS, **settings}.items() if k != "cpus_per_worker"})
-    return TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0)
+    reference = frozen_copy(model) if config.kl_coef > 0 else None
+    return TorchLearner(model, config=config, pad_id=model.config.pad_token_id or 0, reference=reference)
 
 
 def _assert_same_step(stats, weights, single):
@@ -90,19 +82,109 @@ def test_five_calls_split_over_two_ranks_give_them_uneven_micro_batch_counts():
     assert split_calls(1, 2) == [range(0, 0), range(0, 1)]  # a rank may get none
 
 
-@pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
-def test_a_two_rank_step_equals_the_single_learners_step(policy, calls, single, strategy):
+def _assert_one_bundle_per_rank(group: LearnerGroup) -> None:
     import ray
 
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy=strategy))
+    placed = ray.util.placement_group_table(group.placement)
+    assert placed["strategy"] == "PACK" and placed["state"] == "CREATED"
+    assert list(placed["bundles"].values()) == [{"CPU": 0.5}, {"CPU": 0.5}]
+
+
+@pytest.fixture(scope="class")
+def fsdp_start(policy, calls):
+    """One 2-rank FSDP group (``SETTINGS``) and its first step on the batch (stats, weights), taken here on fresh
+    weights, for the tests of `TestOneFSDPGroup`."""
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"))
     try:
-        placed = ray.util.placement_group_table(group.placement)
-        assert placed["strategy"] == "PACK" and placed["state"] == "CREATED"
-        assert list(placed["bundles"].values()) == [{"CPU": 0.5}, {"CPU": 0.5}]  # one bundle per rank
-        stats = group.update(calls, ADVANTAGES)
-        _assert_same_step(stats, group.weights(), single)
+        yield group, (group.update(calls, ADVANTAGES), group.weights())
     finally:
         group.close()
+
+
+@pytest.fixture(scope="class")
+def fsdp_group(fsdp_start):
+    """`fsdp_start`'s group for the tests that take it in whatever state the one before left it: a supervised
+    step from its current weights, a checkpoint written or read, and, last, a killed rank (which ends it)."""
+    return fsdp_start[0]
+
+
+@pytest.fixture(scope="class")
+def one_rank_group(policy):
+    """A 1-rank FSDP group, the other side of the checkpoint tests (a load replaces all of its state)."""
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=1, strategy="fsdp"))
+    yield group
+    group.close()
+
+
+class TestOneFSDPGroup:
+    """Checks on one 2-rank FSDP group (and a 1-rank one for the checkpoints), in this order: a group costs two
+    processes that import torch. Class-scoped: the ranks' CPUs are free again for the tests after the class."""
+
+    def test_a_two_rank_fsdp_step_equals_the_single_learners_step(self, fsdp_start, single):
+        group, (stats, weights) = fsdp_start
+        _assert_one_bundle_per_rank(group)
+        _assert_same_step(stats, weights, single)
+
+    def test_a_two_rank_supervised_step_equals_the_single_learners(self, policy, calls, fsdp_group):
+        learner = _single_learner(policy, fsdp_group.weights())  # a supervised step starts its own optimiser
+        single = learner.supervised(lr=3e-3)
+        expected = single.sft_update(calls), trainable_weights(learner.model)
+        stats = fsdp_group.supervised(lr=3e-3).sft_update(calls)
+        weights = fsdp_group.weights()
+        assert stats["loss"] == pytest.approx(expected[0]["loss"], abs=TOLERANCE)
+        assert stats["grad_norm"] == pytest.approx(expected[0]["grad_norm"], abs=TOLERANCE)
+        for name, tensor in expected[1].items():
+            torch.testing.assert_close(weights[name], tensor, atol=TOLERANCE, rtol=0, msg=name)
+
+    @pytest.mark.parametrize(("writers", "readers"), [(2, 1), (1, 2)])
+    def test_a_sharded_checkpoint_resumes_onto_another_rank_count(
+        self, calls, fsdp_group, one_rank_group, tmp_path, writers, readers
+    ):
+        checkpoint = tmp_path / "learner"
+        first, resumed = (fsdp_group, one_rank_group) if writers == 2 else (one_rank_group, fsdp_group)
+        first.update(calls, ADVANTAGES)
+        first.save(checkpoint)
+        expected = first.update(calls, ADVANTAGES), first.weights()
+        resumed.load(checkpoint)
+        _assert_same_step(resumed.update(calls, ADVANTAGES), resumed.weights(), expected)
+
+    def test_a_killed_rank_fails_the_step_with_the_way_to_resume(self, calls, fsdp_group):
+        import ray
+
+        group = fsdp_group  # its last test: the group ends here
+        placement = group.placement
+        ray.kill(group.ranks[1])
+        with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
+            group.update(calls, ADVANTAGES)
+        assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one
+        assert ray.util.placement_group_table(placement)["state"] == "REMOVED"
+
+
+@pytest.fixture(scope="class")
+def ddp_group(policy):
+    """A 2-rank DDP group with a KL penalty (its reference is the starting policy: 0 KL on the first step)."""
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, kl_coef=0.5, workers=2, strategy="ddp"))
+    yield group
+    group.close()
+
+
+class TestOneDDPGroup:
+    """A DDP group's first step, then its KL reference moved (the collective is the same under FSDP)."""
+
+    def test_a_two_rank_ddp_step_equals_the_single_learners_step(self, policy, calls, ddp_group):
+        learner = _single_learner(policy, kl_coef=0.5)
+        expected = learner.update(calls, ADVANTAGES), trainable_weights(learner.model)
+        _assert_one_bundle_per_rank(ddp_group)
+        stats = ddp_group.update(calls, ADVANTAGES)
+        _assert_same_step(stats, ddp_group.weights(), expected)
+        assert stats["kl"] == pytest.approx(expected[0]["kl"], abs=TOLERANCE)
+
+    def test_anchoring_moves_every_ranks_kl_reference_to_the_current_policy(self, calls, ddp_group):
+        ddp_group.supervised(lr=3e-3).sft_update(calls)  # a warm start moves the policy from the reference
+        before = ddp_group.update(calls, ADVANTAGES)
+        ddp_group.anchor_reference()
+        after = ddp_group.update(calls, ADVANTAGES)
+        assert before["kl"] > 1e-4 and after["kl"] < 1e-9
 
 
 def test_bfloat16_mixed_precision_keeps_the_step_close_to_the_float32_one(policy, calls, single):
@@ -123,45 +205,6 @@ def test_mixed_precision_without_fsdp_is_refused():
         LearnerConfig(workers=2, strategy="ddp", param_dtype="bfloat16")
 
 
-def test_a_two_rank_supervised_step_equals_the_single_learners(policy, calls, fsdp_group):
-    learner = _single_learner(policy, fsdp_group.weights())  # a supervised step starts its own optimiser
-    single = learner.supervised(lr=3e-3)
-    expected = single.sft_update(calls), trainable_weights(learner.model)
-    stats = fsdp_group.supervised(lr=3e-3).sft_update(calls)
-    weights = fsdp_group.weights()
-    assert stats["loss"] == pytest.approx(expected[0]["loss"], abs=TOLERANCE)
-    assert stats["grad_norm"] == pytest.approx(expected[0]["grad_norm"], abs=TOLERANCE)
-    for name, tensor in expected[1].items():
-        torch.testing.assert_close(weights[name], tensor, atol=TOLERANCE, rtol=0, msg=name)
-
-
-def test_anchoring_moves_every_ranks_kl_reference_to_the_current_policy(policy, calls):
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, kl_coef=0.5, workers=2, strategy="fsdp"))
-    try:
-        group.supervised(lr=3e-3).sft_update(calls)  # a warm start moves the policy from the reference
-        before = group.update(calls, ADVANTAGES)
-        group.anchor_reference()
-        after = group.update(calls, ADVANTAGES)
-    finally:
-        group.close()
-    assert before["kl"] > 1e-4 and after["kl"] < 1e-9
-
-
-@pytest.mark.parametrize(("writers", "readers"), [(2, 1), (1, 2)])
-def test_a_sharded_checkpoint_resumes_onto_another_rank_count(policy, calls, fsdp_group, tmp_path, writers, readers):
-    checkpoint = tmp_path / "learner"
-    one_rank = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=1, strategy="fsdp"))
-    first, resumed = (fsdp_group, one_rank) if writers == 2 else (one_rank, fsdp_group)
-    try:
-        first.update(calls, ADVANTAGES)
-        first.save(checkpoint)
-        expected = first.update(calls, ADVANTAGES), first.weights()
-        resumed.load(checkpoint)
-        _assert_same_step(resumed.update(calls, ADVANTAGES), resumed.weights(), expected)
-    finally:
-        one_rank.close()
-
-
 def _run(policy, folder, *, workers: int, strategy: str = "fsdp") -> RLConfig:
     learner = {**SETTINGS, "lr": 1e-3, "workers": workers, "strategy": strategy}
     return RLConfig.model_validate(
@@ -173,7 +216,7 @@ def _run(policy, folder, *, workers: int, strategy: str = "fsdp") -> RLConfig:
     )  # fmt: skip
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def parity_reward():
     """A reward that varies with the policy's output (an untrained tiny policy never answers right)."""
     register_reward("test_length_parity")(lambda reply, golds: float(len(reply) % 2))
@@ -181,60 +224,58 @@ def parity_reward():
     del REWARDS["test_length_parity"]
 
 
-def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_in_one_process(policy, parity_reward, tmp_path):
-    trainer = Trainer(_run(policy, tmp_path / "two", workers=2))
+@dataclass(frozen=True)
+class TwoRankRun:
+    """A training run on two FSDP ranks: a step, a checkpoint, a second step, and what was seen on the way."""
+
+    first: dict[str, float]
+    rollout_weights: dict[str, torch.Tensor]  # the rollout worker's, after the first step's sync
+    learner_weights: dict[str, torch.Tensor]  # the ranks', gathered whole, as the checkpoint saved them
+    checkpoint: Path
+    second: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(policy, parity_reward, tmp_path_factory) -> TwoRankRun:
+    folder = tmp_path_factory.mktemp("two-rank-run")
+    trainer = Trainer(_run(policy, folder / "run", workers=2))
     try:
         first = trainer.step()
         [worker] = trainer.workers.workers
-        rollout = worker.rollout.model.state_dict()
-        for name, tensor in trainer.learner.weights().items():
-            assert torch.equal(rollout[name], tensor), name
-        trainer.save(tmp_path / "checkpoint")
+        rollout = {name: tensor.clone() for name, tensor in worker.rollout.model.state_dict().items()}
+        trainer.save(folder / "run" / "checkpoint")
         saved = trainer.learner.weights()
-        expected = trainer.step()
+        return TwoRankRun(first, rollout, saved, folder / "run" / "checkpoint", second=trainer.step())
     finally:
         trainer.close()
-    assert first["calls_trained"] > 0 and first["policy_version"] == 1
-    assert expected["logprob_gap"] < 1e-4  # the second step sampled from the weights the ranks synced
+
+
+def test_a_run_on_two_fsdp_ranks_syncs_its_rollouts_and_resumes_in_one_process(policy, two_rank_run, tmp_path):
+    run = two_rank_run
+    for name, tensor in run.learner_weights.items():
+        assert torch.equal(run.rollout_weights[name], tensor), name
+    assert run.first["calls_trained"] > 0 and run.first["policy_version"] == 1
+    assert run.second["logprob_gap"] < 1e-4  # the second step sampled from the weights the ranks synced
     resumed = Trainer(_run(policy, tmp_path / "one", workers=1, strategy="single"))
     try:
-        resumed.restore(tmp_path / "checkpoint")
+        resumed.restore(run.checkpoint)
         for name, tensor in resumed.learner.weights().items():
-            torch.testing.assert_close(tensor, saved[name], atol=0, rtol=0, msg=name)
+            torch.testing.assert_close(tensor, run.learner_weights[name], atol=0, rtol=0, msg=name)
         again = resumed.step()
     finally:
         resumed.close()
-    assert again["calls_trained"] == expected["calls_trained"]
+    assert again["calls_trained"] == run.second["calls_trained"]
     for key in ("reward", "loss", "grad_norm"):
-        assert again[key] == pytest.approx(expected[key], abs=TOLERANCE), key
-
-
-def test_a_killed_rank_fails_the_step_with_the_way_to_resume(calls, fsdp_group):
-    import ray
-
-    group = fsdp_group  # its last test: the group ends here
-    placement = group.placement
-    ray.kill(group.ranks[1])
-    with pytest.raises(LearnerRankError, match="resume the run from its last checkpoint"):
-        group.update(calls, ADVANTAGES)
-    assert group.ranks == []  # the surviving rank was stopped too: it would wait for the lost one
-    assert ray.util.placement_group_table(placement)["state"] == "REMOVED"
+        assert again[key] == pytest.approx(run.second[key], abs=TOLERANCE), key
 
 
 @pytest.mark.usefixtures("restore_logging")  # `main` configures the loggers
-def test_export_writes_a_sharded_checkpoints_policy_as_a_hugging_face_folder(policy, parity_reward, tmp_path):
-    trainer = Trainer(_run(policy, tmp_path / "run", workers=2))
-    try:
-        trainer.step()
-        trainer.save(tmp_path / "run" / "checkpoint")
-        expected = trainer.learner.weights()
-    finally:
-        trainer.close()
-    checkpoint, output = tmp_path / "run" / "checkpoint", tmp_path / "hf"
-    assert main(["train", "export", "--checkpoint", str(checkpoint), "--output", str(output)]) == 0
+def test_export_writes_a_sharded_checkpoints_policy_as_a_hugging_face_folder(two_rank_run, tmp_path):
+    output = tmp_path / "hf"
+    assert main(["train", "export", "--checkpoint", str(two_rank_run.checkpoint), "--output", str(output)]) == 0
     exported = AutoModelForCausalLM.from_pretrained(str(output), local_files_only=True)
     for name, tensor in trainable_weights(exported).items():
-        torch.testing.assert_close(tensor, expected[name], atol=0, rtol=0, msg=name)
+        torch.testing.assert_close(tensor, two_rank_run.learner_weights[name], atol=0, rtol=0, msg=name)
     assert (output / "tokenizer.json").is_file()
 
 
@@ -252,33 +293,49 @@ def _single_lora_step(policy, calls, *, seed: int = 0):
     return stats, trainable_weights(model)
 
 
-@pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
-def test_two_ranks_training_lora_adapters_take_the_single_learners_step(policy, calls, strategy):
+@pytest.fixture(scope="module")
+def single_lora(policy, calls):
     single = _single_lora_step(policy, calls)
     assert single[1] and all("lora_" in name for name in single[1])  # only the adapters train
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy=strategy), lora=LORA)
+    return single
+
+
+@pytest.fixture(scope="class")
+def lora_fsdp_start(policy, calls):
+    """A 2-rank FSDP group training LoRA adapters and its first step (stats, weights), taken on fresh adapters."""
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"), lora=LORA)
     try:
-        stats = group.update(calls, ADVANTAGES)
-        _assert_same_step(stats, group.weights(), single)
+        yield group, (group.update(calls, ADVANTAGES), group.weights())
     finally:
         group.close()
 
 
-def test_a_lora_group_saves_its_adapters_as_a_peft_folder(policy, calls, tmp_path):
-    from peft import PeftModel
+class TestOneLoRAGroup:
+    """Checks on one 2-rank FSDP group training LoRA adapters: its first step, then its PEFT folder."""
 
-    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="fsdp"), lora=LORA)
-    try:
+    def test_two_fsdp_ranks_training_lora_adapters_take_the_single_learners_step(self, lora_fsdp_start, single_lora):
+        _assert_same_step(*lora_fsdp_start[1], single_lora)
+
+    def test_a_lora_group_saves_its_adapters_as_a_peft_folder(self, policy, calls, lora_fsdp_start, tmp_path):
+        from peft import PeftModel
+
+        group = lora_fsdp_start[0]  # in whatever state the test before left it
         group.update(calls, ADVANTAGES)
         expected = group.weights()
         folder = group.save_adapter(tmp_path / "adapter", base_model="tiny-base")
+        base = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
+        loaded = PeftModel.from_pretrained(base, str(folder))
+        assert loaded.peft_config["default"].base_model_name_or_path == "tiny-base"
+        for name, tensor in expected.items():
+            torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+
+
+def test_two_ddp_ranks_training_lora_adapters_take_the_single_learners_step(policy, calls, single_lora):
+    group = LearnerGroup(policy, config=LearnerConfig(**SETTINGS, workers=2, strategy="ddp"), lora=LORA)
+    try:
+        _assert_same_step(group.update(calls, ADVANTAGES), group.weights(), single_lora)
     finally:
         group.close()
-    base = AutoModelForCausalLM.from_pretrained(str(policy), dtype=torch.float32)
-    loaded = PeftModel.from_pretrained(base, str(folder))
-    assert loaded.peft_config["default"].base_model_name_or_path == "tiny-base"
-    for name, tensor in expected.items():
-        torch.testing.assert_close(loaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
 
 
 def test_ranks_that_the_cluster_cannot_place_are_refused_with_what_it_has():

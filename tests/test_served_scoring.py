@@ -53,9 +53,9 @@ def test_a_copied_quote_answer_through_vllm_is_a_line_of_the_memory(vllm_server,
     from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 
     served = openai_compatible(vllm_server.base_url, tokenizer=embedded_tokenizer, scores_passages=True)
-    task = needle_document(tokens=1500, tokenizer=embedded_tokenizer, seed=5)
+    task = needle_document(tokens=900, tokenizer=embedded_tokenizer, seed=5)  # two chunks
     config = MemAgentConfig(
-        memory_policy="quote", quote_answer="copy", chunk_tokens=1024, memory_tokens=128, answer_tokens=64,
+        memory_policy="quote", quote_answer="copy", chunk_tokens=512, memory_tokens=128, answer_tokens=64,
         temperature=0.0,
     )  # fmt: skip
     result = MemAgent(served, config=config, tokenizer=embedded_tokenizer).invoke(

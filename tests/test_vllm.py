@@ -31,7 +31,7 @@ def server_tokenizer(vllm_server) -> VLLMServerTokenizer:
 
 @pytest.fixture(scope="module")
 def document(server_tokenizer):
-    return needle_document(tokens=1500, tokenizer=server_tokenizer, seed=3)
+    return needle_document(tokens=1100, tokenizer=server_tokenizer, seed=3)  # 2 chunks of 600, 3 of 500
 
 
 def _successful_requests(base_url: str) -> float:
