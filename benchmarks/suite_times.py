@@ -56,6 +56,13 @@ def tier_members(tier: str) -> set[str]:
     return {line for line in done.stdout.splitlines() if "::" in line}
 
 
+def without_group(name: str) -> str:
+    """A test name without pytest-xdist's ``@group`` suffix (`--dist loadgroup`), split as xdist splits it: at the
+    last ``@`` after any parameter brackets."""
+    at = name.rfind("@")
+    return name[:at] if at > name.rfind("]") else name
+
+
 def read_junit(junit: Path) -> tuple[dict[str, dict[str, Any]], float]:
     """Each test's seconds and outcome by node id, and the run's total seconds, from a JUnit XML file."""
     root = ElementTree.parse(junit).getroot()
@@ -65,7 +72,7 @@ def read_junit(junit: Path) -> tuple[dict[str, dict[str, Any]], float]:
         module = case.get("classname", "").split(".")
         path = "/".join(part for part in module if part[:1].islower()) + ".py"
         classes = [part for part in module if part[:1].isupper()]
-        name = re.sub(r"@\w+$", "", case.get("name", ""))  # pytest-xdist's group suffix (`--dist loadgroup`)
+        name = without_group(case.get("name", ""))
         node = "::".join([path, *classes, name])
         failed = case.find("failure") is not None or case.find("error") is not None
         outcome = "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"

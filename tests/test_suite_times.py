@@ -49,10 +49,10 @@ def test_a_junit_file_gives_each_tests_node_id_seconds_and_outcome(suite_times, 
 
 
 def test_a_grouped_tests_node_id_drops_the_xdist_group(suite_times, tmp_path):
-    grouped = JUNIT.replace('name="test_fast"', 'name="test_fast[a]@shared"')
+    grouped = JUNIT.replace('name="test_fast"', 'name="test_fast[a@b]@tests/test_a.py"')
     (tmp_path / "run.xml").write_text(grouped)
     tests, _ = suite_times.read_junit(tmp_path / "run.xml")
-    assert "tests/test_a.py::test_fast[a]" in tests  # as `pytest --collect-only` names it, to find its tiers
+    assert "tests/test_a.py::test_fast[a@b]" in tests  # as `pytest --collect-only` names it, to find its tiers
 
 
 def test_the_tier_table_sums_each_tiers_tests_and_says_what_failed(suite_times, tmp_path):
