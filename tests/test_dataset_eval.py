@@ -162,7 +162,7 @@ def test_columns_rename_the_fields_and_skipped_rows_are_counted(memagent, server
 @pytest.mark.parametrize(
     ("task_options", "dataset_options"),
     [((), ("--samples", "2")), ((), ("--lengths", "4k")), ((), ("--hotpotqa", "h.json")),
-     (("--limit", "2"), ()), (("--on-bad-row", "skip"), ())],
+     (("--columns", "question=q"), ()), (("--on-bad-row", "skip"), ())],
 )  # fmt: skip
 def test_options_of_the_other_source_are_refused(task_options, dataset_options, memagent, server, tmp_path):
     path = write_format(tmp_path, "generic.jsonl", _rows(["code0"]))

@@ -204,6 +204,21 @@ def test_a_stopped_task_eval_resumes_answering_only_the_missing_documents(memage
 
 
 @pytest.mark.integration
+def test_limit_with_a_task_is_the_number_of_documents_and_may_not_meet_samples(memagent, tokenizer, tmp_path):
+    from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
+
+    args = ["eval", "--task", "niah_single_1", "--lengths", "1k", "--methods", "bm25", "--quiet"]
+    with SimulatedOpenAIServer(tokenizer=tokenizer) as server:
+        limited = memagent(*args, "--limit", "2", "--base-url", server.base_url, "--output-dir", str(tmp_path / "a"))
+        both = memagent(*args, "--limit", "2", "--samples", "2", "--base-url", server.base_url,
+                        "--output-dir", str(tmp_path / "b"))  # fmt: skip
+    assert limited.returncode == 0, limited.stderr
+    assert json.loads((tmp_path / "a" / "results.json").read_text())["settings"]["samples"] == 2
+    assert len(json.loads((tmp_path / "a" / "results.json").read_text())["records"]) == 2
+    assert both.returncode != 0 and "--limit and --samples" in both.stderr
+
+
+@pytest.mark.integration
 def test_a_resumed_task_eval_with_more_samples_answers_only_the_new_documents(memagent, tokenizer, tmp_path):
     from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 

@@ -38,14 +38,14 @@ def test_the_readme_training_command_learns_to_read_and_rl_keeps_it(tmp_path):
     steps = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rewards = [step["reward"] for step in steps if "reward" in step]
     evals = [step["eval_reward"] for step in steps if "eval_reward" in step]
-    assert len(rewards) == 15 and "step  15  reward" in done.stdout and len(evals) == 4
+    assert len(rewards) == 10 and "step  10  reward" in done.stdout and len(evals) == 3
     assert (tmp_path / "reward.png").stat().st_size > 10_000  # the curves, drawn at the end
-    # greedy reward on 100 held-out tasks after the warm start and every 5 RL steps (README, Training, has the
+    # greedy reward on 100 held-out tasks after the warm start and after RL steps 5 and 10 (README, Training, has the
     # runs on CPUs with and without native bf16, seeds 0 and 1)
     constant = _best_constant_answer(tmp_path, RLConfig.from_yaml(EXAMPLE))
     assert evals[0] >= 0.6 and evals[0] >= 3 * constant, (evals, constant)  # the warm-started policy reads
     assert all(later >= evals[0] - 0.05 for later in evals[1:]), evals  # RL never loses it
-    assert all(late >= 0.75 for late in evals[-3:]), evals
+    assert all(late >= 0.75 for late in evals[1:]), evals
     # RL raises the sampled reward (T=0.7, each step on new tasks) where there is room: the last 5 steps' mean
     # over the first 5's
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5

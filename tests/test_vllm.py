@@ -21,7 +21,7 @@ from memagent_graph.integrations import openai_compatible
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-CONFIG = MemAgentConfig(chunk_tokens=600, memory_tokens=48, answer_tokens=16, temperature=0.0)
+CONFIG = MemAgentConfig(chunk_tokens=600, memory_tokens=24, answer_tokens=16, temperature=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_cli_asks_vllm_and_counts_with_its_tokenize(vllm_server, document, tmp_p
     done = subprocess.run(
         [sys.executable, "-m", "memagent_graph.integrations.cli",
 "ask", str(path), document.question, "--base-url",
-         vllm_server.base_url, "--chunk-tokens", "600", "--memory-tokens", "48", "--answer-tokens", "16",
+         vllm_server.base_url, "--chunk-tokens", "600", "--memory-tokens", "24", "--answer-tokens", "16",
          "--temperature", "0", "--json", "--quiet"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -36,7 +36,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     families = ", ".join(TASK_KINDS)
     parser.add_argument("--task", help=f"one or more of {families}, hotpotqa; comma-separated")
     parser.add_argument("--dataset", metavar="FILE", help="the rows of a data file instead (docs: Your own data)")
-    parser.add_argument("--limit", type=int, help="with --dataset: the first N good rows (default: all)")
+    parser.add_argument(
+        "--limit", type=int, help="the first N good rows of --dataset (default: all), or N documents per --task length"
+    )
     parser.add_argument("--columns", help="with --dataset: the file's names, e.g. question=query,answers=gold")
     parser.add_argument("--on-bad-row", choices=["error", "skip"], help="with --dataset (default: error)")
     parser.add_argument(
@@ -70,9 +72,12 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         return run_dataset_eval(args, config=config, choose=choose)
     if not args.task:
         raise ConfigError("say what to evaluate on: --task niah_single_2 (generated tasks) or --dataset FILE")
-    if args.limit is not None or args.columns or args.on_bad_row:
-        raise ConfigError("--limit, --columns and --on-bad-row apply to --dataset; with --task use --samples")
-    args.lengths, args.samples = args.lengths or "4k,16k", 5 if args.samples is None else args.samples
+    if args.columns or args.on_bad_row:
+        raise ConfigError("--columns and --on-bad-row apply to --dataset")
+    if args.limit is not None and args.samples is not None:
+        raise ConfigError("--limit and --samples both say how many documents per task and length: give one")
+    samples = args.samples if args.samples is not None else args.limit
+    args.lengths, args.samples = args.lengths or "4k,16k", 5 if samples is None else samples
     tasks = [name.strip() for name in args.task.split(",") if name.strip()]
     hotpotqa = load_hotpotqa(args.hotpotqa) if args.hotpotqa else None
     check_tasks(tasks, hotpotqa=hotpotqa)
