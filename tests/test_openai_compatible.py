@@ -124,7 +124,8 @@ async def test_abatch_of_sixteen_documents_reads_them_at_once_each_answering_its
     # depth 0.6: no needle of these seeds is cut by a chunk border (the rule model reads whole sentences only)
     tasks = [needle_document(tokens=1600, tokenizer=tokenizer, seed=200 + i, depth=0.6) for i in range(16)]
     documents = [TextDocument(task.text, doc_id=f"doc{i}") for i, task in enumerate(tasks)]
-    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.05) as server:
+    # 0.2 s a completion: the reads overlap even when the client's own work is slowed by a busy machine
+    with SimulatedOpenAIServer(tokenizer=tokenizer, delay_s=0.2) as server:
         remote = VLLMServerTokenizer(server.base_url, server.model_name)  # every tokenizer call is seen
         model = openai_compatible(server.base_url, server.model_name, tokenizer=remote)
         agent = MemAgent(model, config=CONFIG, tokenizer=remote)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 
 import pytest
 
@@ -39,29 +40,42 @@ def config(tmp_path_factory, local_ray):
     del REWARDS["test_parity"]
 
 
-def test_three_steps_end_to_end_on_two_rollout_actors(config, tmp_path):
-    trainer = Trainer(config.model_copy(update={"output_dir": str(tmp_path)}))
+@dataclass(frozen=True)
+class Fitted:
+    """A trainer after `fit` (3 steps on two rollout actors) and what was seen then; its actors stay up."""
+
+    trainer: Trainer
+    history: list[dict[str, float]]
+    processes: set[int]  # the actors' and this process's ids, as the run started
+    versions: list[int]  # each actor's policy version after the run
+
+
+@pytest.fixture(scope="module")
+def fitted(config, tmp_path_factory):
+    output = tmp_path_factory.mktemp("run")
+    trainer = Trainer(config.model_copy(update={"output_dir": str(output)}))
     try:
-        assert len(set(trainer.workers.pids()) | {os.getpid()}) == 3  # two actor processes besides this one
+        processes = set(trainer.workers.pids()) | {os.getpid()}
         history = trainer.fit()
-        steps = [m for m in history if "reward" in m]
-        assert [m["step"] for m in steps] == [0, 1, 2]
-        assert all(m["episodes"] == 6 and m["calls_trained"] > 0 for m in steps)
-        assert [m["step"] for m in history if "eval_reward" in m] == [0, 2, 3]
-        assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [3, 3]
-        assert (tmp_path / "checkpoint" / "learner" / "policy.safetensors").is_file()
+        yield Fitted(trainer, history, processes, [s["policy_version"] for s in trainer.workers.sampling_states()])
     finally:
         trainer.close()
 
 
-def test_a_killed_rollout_actor_is_restarted_and_its_episodes_read_again(config, tmp_path):
-    trainer = Trainer(config.model_copy(update={"output_dir": str(tmp_path)}))
-    try:
-        trainer.step()
-        os.kill(trainer.workers.pids()[0], signal.SIGKILL)
-        metrics = trainer.step()
-        assert trainer.workers.restarts == 1
-        assert metrics["episodes"] == 6 and metrics["calls_trained"] > 0
-        assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [2, 2]
-    finally:
-        trainer.close()
+def test_three_steps_end_to_end_on_two_rollout_actors(fitted):
+    assert len(fitted.processes) == 3  # two actor processes besides this one
+    steps = [m for m in fitted.history if "reward" in m]
+    assert [m["step"] for m in steps] == [0, 1, 2]
+    assert all(m["episodes"] == 6 and m["calls_trained"] > 0 for m in steps)
+    assert [m["step"] for m in fitted.history if "eval_reward" in m] == [0, 2, 3]
+    assert fitted.versions == [3, 3]
+    assert (fitted.trainer.output_dir / "checkpoint" / "learner" / "policy.safetensors").is_file()
+
+
+def test_a_killed_rollout_actor_is_restarted_and_its_episodes_read_again(fitted):
+    trainer = fitted.trainer
+    os.kill(trainer.workers.pids()[0], signal.SIGKILL)
+    metrics = trainer.step()
+    assert trainer.workers.restarts == 1
+    assert metrics["episodes"] == 6 and metrics["calls_trained"] > 0
+    assert [s["policy_version"] for s in trainer.workers.sampling_states()] == [v + 1 for v in fitted.versions]
