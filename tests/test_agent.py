@@ -1,6 +1,7 @@
 """The `MemAgent` facade: results, streaming, batching, resuming a checkpointed thread."""
 
 import asyncio
+import time
 
 import pytest
 from langchain_core.documents import Document
@@ -99,11 +100,16 @@ def test_empty_question_is_refused_before_any_model_call(agent, model, needle):
 
 
 class FailAt(RuleMemoryModel):
+    """Fails once, at call ``fail_at``, after ``wait_s`` seconds (a wait lets the calls in flight beside it answer
+    first: LangGraph stops waiting for a step's other tasks when one fails, and sends them again on resume)."""
+
     fail_at: int = -1
+    wait_s: float = 0.0
 
     def _reply(self, messages, options):
-        if len(self.calls) == self.fail_at:
+        if len(self.calls) == self.fail_at:  # decided as the call comes in: others may be recorded while it waits
             self.fail_at = -1
+            time.sleep(self.wait_s)
             raise ModelError("simulated outage")
         return super()._reply(messages, options)
 

@@ -213,8 +213,8 @@ def test_limit_with_a_task_is_the_number_of_documents_and_may_not_meet_samples(m
         both = memagent(*args, "--limit", "2", "--samples", "2", "--base-url", server.base_url,
                         "--output-dir", str(tmp_path / "b"))  # fmt: skip
     assert limited.returncode == 0, limited.stderr
-    assert json.loads((tmp_path / "a" / "results.json").read_text())["settings"]["samples"] == 2
-    assert len(json.loads((tmp_path / "a" / "results.json").read_text())["records"]) == 2
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert saved["settings"]["samples"] == 2 and len(saved["records"]) == 2
     assert both.returncode != 0 and "--limit and --samples" in both.stderr
 
 

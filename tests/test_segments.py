@@ -4,7 +4,6 @@ the same memory update before the answer; checkpointed per round, evidence kept 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -109,21 +108,8 @@ def test_max_concurrency_bounds_the_segments_read_at_once(tokenizer, long_needle
     assert out["answer"] == long_needle.answer and server.max_in_flight == 2
 
 
-class FailAfterOthers(FailAt):
-    """`FailAt`, whose failing call first lets the calls beside it (the other segments' chunks of the same step)
-    answer. LangGraph keeps the writes of a step's finished tasks and stops waiting for the rest when one fails:
-    a call still in flight then is sent again on resume, as it must be (its answer was never saved)."""
-
-    def _reply(self, messages, options):
-        if len(self.calls) == self.fail_at:  # decided as the call comes in: the others are recorded meanwhile
-            self.fail_at = -1
-            time.sleep(0.5)
-            raise ModelError("simulated outage")
-        return super()._reply(messages, options)
-
-
 def test_a_failed_segmented_read_resumes_every_segment_without_resending_a_chunk(tokenizer, long_needle):
-    model = FailAfterOthers(fail_at=10)
+    model = FailAt(fail_at=10, wait_s=0.5)  # the other segments' calls of that step answer first
     agent = MemAgent(model, config=CONFIG, tokenizer=tokenizer, checkpointer=InMemorySaver())
     with pytest.raises(ModelError):
         agent.invoke(long_needle.question, TextDocument(long_needle.text), thread_id="job")
