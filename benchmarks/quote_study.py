@@ -4,8 +4,8 @@ Each variant reads the same generated documents with the embedded SmolLM2 engine
 it reports RULER's match (`ruler_match_all`), exact match, sub-EM (a gold inside the answer), the share of the
 evidence sentences in the final memory, seconds per document and document tokens per second; and, for the
 BM25 first stage, its recall: the share of evidence sentences it passes in their own chunk (given the first
-hop in memory for a second hop). Choose settings on ``--split train`` (training wording and seeds); run the
-held-out table once with ``--split eval``.
+hop in memory for a second hop). Choose settings on ``--split train`` or ``validation`` (training wording and
+seeds; ``realtext``: Judges); run the held-out table once with ``--split eval``.
 
     python benchmarks/quote_study.py --split train --tasks two_hop,niah_multikey_1 --lengths 4k --samples 10 \
         --variants before,hops,cascade --output benchmarks/results/quote_study/validation.json
@@ -39,6 +39,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "cascade": {},
     "cascade-k8": {"quote_prefilter": 8},
     "cascade-line": {"quote_answer": "line"},
+    "cascade-span": {"quote_answer": "span"},
+    "cascade-extract": {"quote_answer": "extract"},
 }
 """Settings over the shipped defaults: ``before`` is the quote policy as it was (every sentence scored, no
 second hops, the model copies a line); ``cascade`` is the shipped default."""
@@ -122,7 +124,7 @@ def format_table(table: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=["train", "eval"], required=True)
+    parser.add_argument("--split", choices=["train", "validation", "eval"], required=True)
     parser.add_argument("--tasks", default="two_hop,niah_single_2,niah_multikey_1")
     parser.add_argument("--lengths", default="4k")
     parser.add_argument("--samples", type=int, default=10)

@@ -22,6 +22,10 @@ class RetrySettings(BaseModel):
     retry_empty: bool = Field(True, description="Retry an empty completion (after the last try it is kept).")
 
 
+QuoteAnswer = Literal["extract", "span", "line", "copy"]
+"""How a quote read answers (`MemAgentConfig.quote_answer`)."""
+
+
 class MemAgentConfig(BaseModel):
     """How a document is read: chunk and memory budgets in policy tokens, and sampling.
 
@@ -61,10 +65,10 @@ class MemAgentConfig(BaseModel):
         description="quote: the temperature its choices (what to keep, which note answers) are drawn at; 0 is "
         "greedy (inference); training rollouts sample.",
     )
-    quote_answer: Literal["span", "line", "copy"] = Field(
+    quote_answer: QuoteAnswer = Field(
         "span",
-        description="quote: the answer is the phrase of the answering note that the question asks for (span), "
-        "that note (line), or the line the model copies (copy).",
+        description="quote: the answer is the phrase of the answering note the model scores likeliest (extract), "
+        "the phrase the question asks for by rule (span), that note (line), or the line the model copies (copy).",
     )
     evidence_min_score: float = Field(
         75.0,

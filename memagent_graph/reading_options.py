@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memagent_graph.config import MemAgentConfig, RetrySettings
+from memagent_graph.config import MemAgentConfig, QuoteAnswer, RetrySettings
 from memagent_graph.errors import ConfigError
 from memagent_graph.prompts import PromptSet
 
@@ -42,7 +42,7 @@ class ReadingOptions(BaseModel):
     quote_hop_min_share: float | None = None
     quote_prefilter: int | None = Field(None, description="Sentences per chunk the quote policy's BM25 stage passes.")
     quote_temperature: float | None = Field(None, description="Temperature of the quote policy's choices (0: greedy).")
-    quote_answer: Literal["span", "line", "copy"] | None = None
+    quote_answer: QuoteAnswer | None = None
     segments: int | None = Field(None, description="Parallel segments, merged before the answer (1: none).")
     max_attempts: int | None = Field(None, description="Tries per model call, the first included.")
 

@@ -66,7 +66,9 @@ def test_a_copied_quote_answer_through_vllm_is_a_line_of_the_memory(vllm_server,
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_served_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(vllm_server, embedded_tokenizer):
+def test_served_passage_and_span_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(
+    vllm_server, embedded_tokenizer
+):
     from memagent_graph.integrations.models.embedded_chat import LocalChatModel
 
     served = openai_compatible(vllm_server.base_url, tokenizer=embedded_tokenizer, scores_passages=True)
@@ -76,6 +78,11 @@ def test_served_scores_equal_the_embedded_engines_on_the_same_weights_and_dtype(
         served.score_passages(QUESTION, PASSAGES), local.score_passages(QUESTION, PASSAGES), strict=True
     ):
         assert abs(by_server - by_engine) / tokens < 0.05
+    prompt, spans = "Passage: The gate code is 7731.\nShort answer:", [" 7731\n", " The gate\n", " code is 7731\n"]
+    for by_server, by_engine in zip(
+        served.score_continuations(prompt, spans), local.score_continuations(prompt, spans), strict=True
+    ):
+        assert abs(by_server - by_engine) / 4 < 0.05  # the extract answer's span scores
 
 
 @pytest.mark.vllm

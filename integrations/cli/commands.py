@@ -14,8 +14,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
+from memagent_graph.config import QuoteAnswer
 from memagent_graph.documents.sources import DocumentSource, FileDocument, TextDocument
 from memagent_graph.errors import (
     ConfigError,
@@ -151,9 +152,9 @@ def _reading_options(
     )
     budget.add_argument(
         "--quote-answer",
-        choices=["span", "line", "copy"],
-        help="quote: answer with the phrase asked for (span, default), the answering note (line), or the line "
-        "the model copies (copy)",
+        choices=get_args(QuoteAnswer),
+        help="quote: answer with the phrase of the answering note the model scores likeliest (extract), the "
+        "phrase asked for by rule (span), the answering note (line), or the line the model copies (copy)",
     )
     budget.add_argument(
         "--prompts",

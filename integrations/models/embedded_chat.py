@@ -127,6 +127,13 @@ class LocalChatModel(BaseChatModel):
         """
         return self._engine.score_passages(question, passages)
 
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """How likely each continuation is after ``prompt``: log p(continuation | prompt), summed over its tokens.
+
+        The quote policy's ``extract`` answer scores the candidate spans of its answering note so.
+        """
+        return self._engine.score_continuations(prompt, continuations)
+
     def _generate(
         self,
         messages: list[BaseMessage],

@@ -228,6 +228,16 @@ class Engine:
             scores = query_likelihood.query_log_likelihoods(self.model, query, prompts, pad_id=self.pad_id)
         return [float(score) for score in scores]
 
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """log p(continuation | prompt) for each continuation, summed over its tokens (the quote policy's answer
+        extraction scores its candidate spans so; `query_likelihood.continuation_log_likelihoods`)."""
+        self.load()
+        encode = functools.partial(self.hf_tokenizer.encode, add_special_tokens=False)
+        with self._compute_lock:
+            return query_likelihood.continuation_log_likelihoods(
+                self.model, encode(prompt), [encode(c) for c in continuations]
+            )
+
     def _result(self, generation: Generation, prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
         finish_reason, output_size = generation.finish_reason, len(generation.response_ids)  # the EOS counts
         answer = generation.response_ids[:-1] if finish_reason == "stop" else generation.response_ids

@@ -68,6 +68,65 @@ def query_log_likelihoods(
     return torch.stack(scores) if scores else torch.zeros(0, device=device)
 
 
+def continuation_log_likelihoods(
+    model: Any, prompt: Sequence[int], continuations: Sequence[Sequence[int]], *, batch_rows: int = 64
+) -> list[float]:
+    """log p(continuation | ``prompt``) for each of ``continuations`` (token ids, none empty), summed over its
+    tokens, without gradients.
+
+    The prompt is computed once and its cache shared by every row. Continuations that differ only in their last
+    token share a row: a continuation is scored from any row that starts with all but its last token, so the
+    spans " A\n", " A B\n" and " A B C\n" cost one row " A B C\n" (the logits after " A" and " A B" give the
+    "\n" of the shorter ones). Candidate answer spans are such families.
+    """
+    import copy
+
+    import torch
+
+    if not prompt:
+        raise ConfigError("cannot score continuations of an empty prompt")
+    rows, homes = _shared_rows(continuations)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        head = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
+        first = head.logits[0, -1].float().log_softmax(-1)
+        row_logprobs: list[Any] = []
+        for start in range(0, len(rows), batch_rows):
+            batch = rows[start : start + batch_rows]
+            ids = torch.zeros((len(batch), max(len(r) for r in batch)), dtype=torch.long)
+            for index, row in enumerate(batch):
+                ids[index, : len(row)] = torch.tensor(row)  # right padding: causal rows never see it
+            cache = copy.deepcopy(head.cache)
+            cache.batch_repeat_interleave(len(batch))
+            logits = model(input_ids=ids.to(device), cache=cache, use_cache=False).logits
+            row_logprobs += list(logits.float().log_softmax(-1))
+    scores = []
+    for continuation, home in zip(continuations, homes, strict=True):
+        following = [first, *row_logprobs[home][: len(continuation) - 1]]
+        scores.append(sum(float(position[token]) for position, token in zip(following, continuation, strict=True)))
+    return scores
+
+
+def _shared_rows(continuations: Sequence[Sequence[int]]) -> tuple[list[list[int]], list[int]]:
+    """The rows to compute (longest first) and, per continuation, the row whose prefix holds all of it but its
+    last token."""
+    if any(not c for c in continuations):
+        raise ConfigError("cannot score an empty continuation")
+    rows: list[list[int]] = []
+    prefixes: dict[tuple[int, ...], int] = {}
+    homes = [0] * len(continuations)
+    for index in sorted(range(len(continuations)), key=lambda i: -len(continuations[i])):
+        wanted = tuple(continuations[index][:-1])
+        if wanted not in prefixes:
+            row = list(continuations[index])
+            rows.append(row)
+            prefixes.update(
+                (tuple(row[:end]), len(rows) - 1) for end in range(len(row)) if tuple(row[:end]) not in prefixes
+            )
+        homes[index] = prefixes[wanted]
+    return rows, homes
+
+
 def length_batches(sequences: Sequence[Sequence[int]], max_tokens: int) -> Iterator[list[int]]:
     """Indices of ``sequences`` grouped by similar length, each group's padded size at most ``max_tokens``
     (a longer sequence goes alone)."""

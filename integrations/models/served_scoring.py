@@ -49,6 +49,18 @@ class ScoringChatOpenAI(ChatOpenAI):
             scores += [_query_sum(choice, len(query)) for choice in self._prompt_logprobs(batch)]
         return scores
 
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """log p(continuation | prompt) for each continuation, summed over its tokens (the ``extract`` answer's
+        candidate spans); the prompt and each continuation travel as token ids, like the passages."""
+        encode = self.scoring_tokenizer.encode
+        head, tails = encode(prompt), [encode(c) for c in continuations]
+        scores: list[float] = []
+        for start in range(0, len(tails), self.passages_per_request):
+            batch = tails[start : start + self.passages_per_request]
+            choices = self._prompt_logprobs([head + tail for tail in batch])
+            scores += [_query_sum(choice, len(tail)) for choice, tail in zip(choices, batch, strict=True)]
+        return scores
+
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
         return super()._generate(messages, stop, run_manager, **_constrained(kwargs))
 

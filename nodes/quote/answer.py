@@ -3,10 +3,12 @@
 The answering note is the note that predicts the question best, and when the question asks for several things
 the notes that predict it as well (within `TIE_NATS`: the four values of one key tie, a distractor key's needle
 does not); each is replaced by its second hop when the memory holds one (`second_hops`): the end of the chain.
-In ``span`` mode each contributes a run of names or values that neither the question nor its first hop mentions
-(a number, in digits or words, a place, a name; names first when the question asks who or where; among
-several of one kind, the one the line makes most likely as the answer: `span_gains`), the whole line when
-there is none, joined by ", "; in ``line`` mode, the whole lines. Every answer character is the memory's.
+In ``extract`` mode each contributes the phrase the model chooses (`quote.extraction`: the candidate span it
+scores likeliest as the answer); in ``span`` mode, a run of names or values that neither the question nor its
+first hop mentions (a number, in digits or words, a place, a name; names first when the question asks who or
+where; among several of one kind, the one the line makes most likely as the answer: `span_gains`), the whole
+line when there is none; several are joined by ", ". In ``line`` mode, the whole lines. Every answer character
+is the memory's.
 ``copy`` leaves the choice to the model: its reply must copy one whole line (`LocalChatModel`'s
 ``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote.choice`), and a
 caller may receive the draw (``on_draw``: the trainer's recorder).
@@ -19,16 +21,17 @@ import random
 import re
 import time
 from collections.abc import Callable
-from typing import Literal
 
 from langchain_core.runnables import RunnableConfig
 
+from memagent_graph.config import QuoteAnswer
 from memagent_graph.nodes.model_call import Completion
 from memagent_graph.nodes.quote.choice import Draw, choose
+from memagent_graph.nodes.quote.extraction import SpanScorer, extract_span
 from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms, names_and_values, words
 from memagent_graph.nodes.quote.selection import QuoteSettings, second_hops
 
-AnswerMode = Literal["span", "line", "copy"]
+AnswerMode = QuoteAnswer
 Answer = Callable[[str, str, RunnableConfig], Completion]
 """``answer(question, memory, run)``: the final answer, reported like a model call."""
 ANSWER_FINISH_REASON = "quote"
@@ -130,10 +133,13 @@ def quote_answerer(
     count: Callable[[str], int],
     rng: random.Random | None = None,
     on_draw: Callable[[Draw], None] | None = None,
+    spans: SpanScorer | None = None,
 ) -> Answer:
-    """The answer function of a quote read in ``span`` or ``line`` mode (``copy`` is the model's call); ``count``
-    tokenizes what it scores for the usage report; ``rng`` draws at ``settings.temperature``, and ``on_draw``
-    receives each draw."""
+    """The answer function of a quote read in ``extract``, ``span`` or ``line`` mode (``copy`` is the model's
+    call); ``spans`` scores the candidate spans in ``extract`` mode; ``count`` tokenizes what it scores for the
+    usage report; ``rng`` draws at ``settings.temperature``, and ``on_draw`` receives each draw."""
+    if mode == "extract" and spans is None:
+        raise ValueError("the extract answer needs a span scorer")
 
     def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         started = time.perf_counter()
@@ -150,9 +156,13 @@ def quote_answerer(
             if mode == "line":
                 parts.append(line)
                 continue
+            if mode == "extract":
+                assert spans is not None
+                parts.append(extract_span(line, question, spans, known=known, tally=tally))
+                continue
             rank = functools.partial(span_gains, cache, question=question, line=line, tally=tally)
             parts.append(answer_span(line, question, known=known, context=memory, rank=rank))
-        text = (", " if mode == "span" else "\n").join(dict.fromkeys(parts))
+        text = ("\n" if mode == "line" else ", ").join(dict.fromkeys(parts))
         return Completion(
             text=text,
             prompt_tokens=tally.tokens,

@@ -31,6 +31,7 @@ from memagent_graph.nodes.memory_policy import MemoryPolicy, MemoryRequest
 from memagent_graph.nodes.model_call import CallOptions, Completion
 from memagent_graph.nodes.quote.answer import quote_answerer
 from memagent_graph.nodes.quote.choice import Draw
+from memagent_graph.nodes.quote.extraction import require_span_scorer
 from memagent_graph.nodes.quote.prefilter import prefilter
 from memagent_graph.nodes.quote.scoring import ChoiceRecorder, GainCache, ScoreTally, bridge_terms, require_scorer
 from memagent_graph.nodes.quote.selection import QuoteSettings, fit_budget, rank_quotes
@@ -160,6 +161,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
     if config.quote_answer == "copy":
         return MemoryPolicy(write, quotes_answer=True, lockstep=False, uses_update_prompt=False)
     mode = config.quote_answer
+    spans = require_span_scorer(model) if mode == "extract" else None
 
     def answer(question: str, memory: str, run: RunnableConfig) -> Completion:
         answerer = quote_answerer(
@@ -169,6 +171,7 @@ def quote_policy(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgentCon
             count=tokenizer.count,
             rng=draw_rng(run, question, memory),
             on_draw=recording(run),
+            spans=spans,
         )
         return answerer(question, memory, run)
 

@@ -80,6 +80,10 @@ class ScoreTally:
         self.passages += len(passages)
         self.tokens += sum(self.count(p) for p in passages) + len(passages) * self.count(query)
 
+    def add_continuations(self, prompt: str, continuations: Sequence[str]) -> None:
+        """Count ``continuations`` scored after one ``prompt`` (computed once)."""
+        self.tokens += self.count(prompt) + sum(self.count(c) for c in continuations)
+
 
 class GainCache:
     """Gains of passages for queries, each (query, passage) pair scored once per policy version for as long as

@@ -116,6 +116,15 @@ class TransformersRollout(ChatTokens):
             )
         return [float(score) for score in scores]
 
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """log p(continuation | prompt) for each continuation (the ``extract`` answer's candidate spans)."""
+        from memagent_graph.integrations.models import query_likelihood
+
+        with self._lock:
+            return query_likelihood.continuation_log_likelihoods(
+                self.model, self.encode(prompt), [self.encode(c) for c in continuations]
+            )
+
     def generate(self, prompts: Sequence[list[int]], sampling: Sampling) -> list[Generation]:
         from memagent_graph.integrations.models.embedded_engine import seeded_sampling
 

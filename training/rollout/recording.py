@@ -70,6 +70,15 @@ class RecordingChatModel(BaseChatModel):
             )
         return self.rollout.score_passages(question, passages)
 
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """The rollout policy's log p(continuation | prompt) for each continuation (the ``extract`` answer)."""
+        if not hasattr(self.rollout, "score_continuations"):
+            raise ConfigError(
+                f"the quote policy's extract answer needs a backend that scores continuations, and "
+                f"{type(self.rollout).__name__} does not: use `rollout.backend: transformers`, or `quote_answer: span`"
+            )
+        return self.rollout.score_continuations(prompt, continuations)
+
     def record_choice(self, draw: Draw, *, metadata: Mapping[str, Any]) -> None:
         """Record a quote-policy draw as a call with its ``choice`` (`ChoiceTrace`, in the policy's tokens); a
         greedy draw (an evaluation read, ``quote_temperature`` 0) has nothing to learn from and is not recorded."""

@@ -126,20 +126,30 @@ class VLLMRollout(ChatTokens):
     def score_passages(self, question: str, passages: Sequence[str]) -> list[float]:
         """log p(question | passage) for each passage (`query_likelihood`, the quote policy's scores) from the
         engine's prompt log-probabilities, under the synced weights (LoRA included)."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
         from memagent_graph.integrations.models import query_likelihood
 
         query = query_likelihood.question_ids(self.encode, question)
-        prompts = [prompt + query for prompt in query_likelihood.passage_prompt_ids(self.encode, passages)]
+        prompts = query_likelihood.passage_prompt_ids(self.encode, passages)
+        return self._tail_log_likelihoods([(prompt, query) for prompt in prompts])
+
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """log p(continuation | prompt) for each continuation (the ``extract`` answer's candidate spans)."""
+        head = self.encode(prompt)
+        return self._tail_log_likelihoods([(head, self.encode(c)) for c in continuations])
+
+    def _tail_log_likelihoods(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
+        """log p(tail | head) for each (head, tail) of token ids, from the prompt log-probabilities of head + tail."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        prompts = [list(head) + list(tail) for head, tail in pairs]
         outputs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False, lora_request=self._lora_request
         )
         return [
-            sum(output.prompt_logprobs[i][prompt[i]].logprob for i in range(len(prompt) - len(query), len(prompt)))
-            for prompt, output in zip(prompts, outputs, strict=True)
+            sum(output.prompt_logprobs[i][prompt[i]].logprob for i in range(len(prompt) - len(tail), len(prompt)))
+            for prompt, (_, tail), output in zip(prompts, pairs, outputs, strict=True)
         ]
 
     def close(self) -> None:
