@@ -3,7 +3,7 @@
 For each mined question of a split (``validation``: Judges, the book settings are chosen on), the answering
 verse (the evidence verse holding the gold answer) goes to the quote policy's answer step as if it were the
 kept note, and each mode answers from it: ``span`` (the hand-written rules, with `span_gains` ranking) and
-``extract`` (the model scores every candidate span, `quote.extraction`). Reports exact match, sub-EM and F1
+``extract`` (the model scores the note's phrases, `quote.extraction`). Reports exact match, sub-EM and F1
 per mode and per hop count, and seconds per question. The embedded SmolLM2 engine at its default dtype.
 
     python benchmarks/answer_extraction.py --split validation \
@@ -60,7 +60,7 @@ def main() -> None:
             if mode == "span":
                 given[mode] = answer_span(verse, task.question, known=known, context=verse, rank=rank)
             else:
-                given[mode] = extract_span(verse, task.question, model, known=known)
+                given[mode] = extract_span(verse, task.question, model, known=known, context=verse)
             seconds[mode] += time.perf_counter() - started
             for key in ("all", f"{task.hops}-hop"):
                 scores[mode][f"{key} exact"].append(exact_match(given[mode], task.golds))

@@ -300,6 +300,34 @@ def test_copy_mode_lets_the_model_copy_a_line_of_the_memory():
     assert model._answer_options[-1]["quote_from"] == NEEDLE
 
 
+class ExtractingModel(QuotingModel):
+    """A `QuotingModel` that also scores continuations: it likes "1998" after a passage that holds it."""
+
+    _prompts: list[str] = PrivateAttr(default_factory=list)
+
+    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        self._prompts.append(prompt)
+        passage = prompt.split("\n", 1)[0]
+        return [-1.0 if c == " 1998\n" and "1998" in passage else -9.0 for c in continuations]
+
+
+def test_extract_mode_answers_with_the_phrase_the_model_scores_best_not_the_rules():
+    needle = "The access code of the north gate is 7731, set in 1998."
+    model = ExtractingModel()
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_answer="extract")
+    document = " ".join([*FILLER[:25], needle, *FILLER[25:]])
+    result = MemAgent(model, config=config, tokenizer=tokenizer_for(document)).invoke(QUESTION, TextDocument(document))
+    assert result.memory == needle
+    assert result.answer == "1998" and model._answer_options == []  # the span rules answer 7731, the first value
+    assert [p.split("\n", 1)[0] for p in model._prompts] == [f"Passage: {needle}", "Passage: "]
+
+
+def test_extract_mode_needs_a_model_that_scores_continuations(tokenizer):
+    config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote", quote_answer="extract")
+    with pytest.raises(ConfigError, match="score_continuations"):
+        MemAgent(QuotingModel(), config=config, tokenizer=tokenizer)
+
+
 def test_quote_policy_needs_a_model_that_scores_passages(tokenizer):
     config = MemAgentConfig(chunk_tokens=120, memory_tokens=40, memory_policy="quote")
     with pytest.raises(ConfigError, match="score_passages"):

@@ -43,48 +43,63 @@ def test_an_empty_continuation_is_refused(tiny_lm):
         continuation_log_likelihoods(tiny_lm, [1, 2], [[3], []])
 
 
-def test_candidates_are_runs_of_up_to_five_words_that_repeat_no_asked_name():
-    spans = candidate_spans("Elon died, and was buried in Aijalon.", asked="Where was Elon buried?")
-    assert "Aijalon" in spans and "buried in Aijalon" in spans and "died, and was buried in" in spans
-    assert not any("Elon" in s.split() for s in spans)
-    assert "died, and was buried in Aijalon" not in spans  # six words
+def test_candidates_are_the_names_and_values_the_question_does_not_give():
+    line = "And Elon the Zebulonite died at nine hundred and five years, 42 days, and was buried in Aijalon."
+    assert candidate_spans(line, asked="Where was Elon buried?") == [
+        "Zebulonite",
+        "nine hundred and five",
+        "42",
+        "Aijalon",
+    ]
+
+
+def test_a_run_of_names_offers_each_name_too():
+    assert candidate_spans("Then came Jael Heber.", asked="Who came?") == ["Jael", "Jael Heber", "Heber"]
 
 
 def test_a_possessive_repeats_the_name_it_is_made_of():
-    spans = candidate_spans("Jael Heber's wife took a nail.", asked="Who was the wife of Heber?")
-    assert "Jael" in spans and not any("Heber" in s for s in spans)
+    spans = candidate_spans("Then came Jael Heber's wife.", asked="Who was the wife of Heber?")
+    assert spans == ["Jael"]
 
 
 def test_candidates_also_skip_the_first_hops_names():
-    spans = candidate_spans("Gilead begat Jephthah.", asked="Who was the grandfather of Abdon? Gilead")
-    assert spans == ["begat", "begat Jephthah", "Jephthah"]
+    assert candidate_spans("Gilead begat Jephthah.", asked="Who was the grandfather of Abdon? Gilead") == ["Jephthah"]
 
 
-class LongestFavoured:
-    """A scorer that prefers the candidate holding "Aijalon" and records what it was asked."""
+class ScriptedScorer:
+    """Scores from a table: (with the passage, without it) per candidate; records each prompt it was asked."""
 
-    def __init__(self):
-        self.asked = []
+    def __init__(self, given, prior):
+        self.given, self.prior, self.prompts = given, prior, []
 
     def score_continuations(self, prompt, continuations):
-        self.asked.append((prompt, list(continuations)))
-        return [10.0 if c == " Aijalon\n" else -len(c) for c in continuations]
+        self.prompts.append(prompt)
+        table = self.prior if prompt.startswith("Passage: \n") else self.given
+        return [table[c.strip()] for c in continuations]
 
 
-def test_extract_answers_with_the_span_the_model_scores_best_and_counts_it():
-    scorer, tally = LongestFavoured(), ScoreTally(lambda text: len(text.split()))
-    line = "And Elon the Zebulonite died, and was buried in Aijalon in the country of Zebulun."
-    answer = extract_span(line, "Where was Elon buried?", scorer, tally=tally)
-    assert answer == "Aijalon"
-    [(prompt, continuations)] = scorer.asked
-    assert line in prompt and "Where was Elon buried?" in prompt and prompt.endswith("passage:")
-    assert tally.tokens == len(prompt.split()) + sum(len(c.split()) for c in continuations)
+LINE = "And Sihon king of the Amorites ruled in Heshbon."
+QUESTION = "Where did Sihon rule?"
+
+
+def test_extract_answers_with_the_phrase_its_passage_makes_likely_beyond_its_prior():
+    scorer = ScriptedScorer(given={"Amorites": -2.0, "Heshbon": -3.0}, prior={"Amorites": -1.0, "Heshbon": -8.0})
+    assert extract_span(LINE, QUESTION, scorer) == "Heshbon"  # -2 + 0.25 vs -3 + 2
+    assert len(scorer.prompts) == 2 and LINE in scorer.prompts[0] and QUESTION in scorer.prompts[1]
+
+
+def test_extract_counts_both_prompts_and_every_candidate_as_scored():
+    scorer = ScriptedScorer(given={"Amorites": -2.0, "Heshbon": -3.0}, prior={"Amorites": -1.0, "Heshbon": -5.0})
+    tally = ScoreTally(lambda text: len(text.split()))
+    extract_span(LINE, QUESTION, scorer, tally=tally)
+    candidates = len(" Amorites\n".split()) + len(" Heshbon\n".split())
+    assert tally.tokens == sum(len(p.split()) for p in scorer.prompts) + 2 * candidates
 
 
 def test_a_line_of_nothing_but_asked_names_answers_itself():
-    scorer = LongestFavoured()
+    scorer = ScriptedScorer(given={}, prior={})
     assert extract_span("Elon.", "Who was Elon?", scorer) == "Elon."
-    assert scorer.asked == []
+    assert scorer.prompts == []
 
 
 def test_extract_needs_a_model_that_scores_continuations():

@@ -28,7 +28,8 @@ from memagent_graph.config import QuoteAnswer
 from memagent_graph.nodes.model_call import Completion
 from memagent_graph.nodes.quote.choice import Draw, choose
 from memagent_graph.nodes.quote.extraction import SpanScorer, extract_span
-from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms, names_and_values, words
+from memagent_graph.nodes.quote.phrases import phrase_runs
+from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms
 from memagent_graph.nodes.quote.selection import QuoteSettings, second_hops
 
 AnswerMode = QuoteAnswer
@@ -38,13 +39,6 @@ ANSWER_FINISH_REASON = "quote"
 TIE_NATS = 5.0
 """Notes within this many nats of the best note's gain answer too. Set on training-split tasks (SmolLM2-135M):
 the four needles of one key were within 0.5 nats of each other, a distractor key's needle 22 or more below."""
-_NUMBER_WORD = (
-    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
-    r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand"
-    r"|million|billion|\w*score)"
-)
-_NUMBER_PHRASE = re.compile(rf"\b{_NUMBER_WORD}(?:(?:\s+|\s+and\s+|-){_NUMBER_WORD})*\b", re.IGNORECASE)
-"""A number in English words ("nine hundred sixty and nine", "threescore and ten"); "one" alone is not."""
 _SEVERAL = re.compile(
     r"\b(?i:are|were|every)\b|\b(?i:all)\b(?=\s+\w)"
     r"|\b(?i:which|what)\s+(?:\w+\s+){0,2}?(?!(?:is|was|has|does|this|his|its)\b)[a-z]\w*[^su\W]s\b"
@@ -91,23 +85,11 @@ def answer_span(
     context: str = "",
     rank: Callable[[list[str]], list[float]] | None = None,
 ) -> str:
-    """The phrase of ``line`` the question asks for: a run of names or values (`names_and_values`, ``context``
-    the rest of the memory; English number words such as "nine hundred sixty and nine" are values) that
-    ``question`` and ``known`` do not mention. Values come first unless the question asks who, whom, whose or
-    where (names first); among several of that kind, the one ``rank`` scores highest (the first without it);
-    ``line`` itself when it has no such run."""
-    mentioned = {w.lower() for w in words(f"{question} {known}")}
-    numbers = [m.span() for m in _NUMBER_PHRASE.finditer(line) if m.group().lower() != "one"]
-    runs: list[tuple[int, int]] = []
-    for start, end in names_and_values(line, context=context):
-        if line[start:end].lower() in mentioned or any(a <= start < b for a, b in numbers):
-            continue
-        if runs and line[runs[-1][1] : start].strip() == "":
-            runs[-1] = (runs[-1][0], end)
-        else:
-            runs.append((start, end))
-    values = sorted(numbers + [r for r in runs if any(c.isdigit() for c in line[r[0] : r[1]])])
-    names = [r for r in runs if r not in values]
+    """The phrase of ``line`` the question asks for: a run of names or values (`phrase_runs`, ``context`` the
+    rest of the memory) that ``question`` and ``known`` do not mention. Values come first unless the question
+    asks who, whom, whose or where (names first); among several of that kind, the one ``rank`` scores highest
+    (the first without it); ``line`` itself when it has no such run."""
+    names, values = phrase_runs(line, asked=f"{question} {known}", context=context)
     kinds = (names, values) if _ASKS_NAME.search(question) else (values, names)
     spans = [line[start:end] for start, end in next((kind for kind in kinds if kind), [])]
     if not spans:
@@ -158,7 +140,7 @@ def quote_answerer(
                 continue
             if mode == "extract":
                 assert spans is not None
-                parts.append(extract_span(line, question, spans, known=known, tally=tally))
+                parts.append(extract_span(line, question, spans, known=known, context=memory, tally=tally))
                 continue
             rank = functools.partial(span_gains, cache, question=question, line=line, tally=tally)
             parts.append(answer_span(line, question, known=known, context=memory, rank=rank))

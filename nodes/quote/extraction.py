@@ -1,12 +1,14 @@
 """The quote policy's ``extract`` answer: the model chooses the phrase of the answering note.
 
-Every run of one to `MAX_SPAN_WORDS` consecutive words of the note is a candidate, except those that repeat a
-name the question (or the first hop, for a second hop) already gives: a small model's likeliest "answer" is
-often an echo of the asked-about name. Each candidate is scored as the model's continuation of a plain-text
-prompt (`PROMPT`) followed by a line break, log p(" span\\n" | prompt): the line break is the model's own length
-prior, saying where its answer ends. The best candidate answers, so every answer character is the note's and
-the choice is the model's. Chosen on the validation book (benchmarks/answer_extraction.py): the chat template
-scores worse than plain text, as a probe on other text found (../shared/research/real_text.md).
+The candidates are the note's phrases (`phrases.phrase_runs`: runs of names and of values the question does
+not already give, and each name of a longer run); a small model's likeliest "answer" is otherwise often an echo
+of the asked-about name or a function word. Each candidate is scored as the model's continuation of a plain-text
+prompt (`PROMPT`) followed by a line break, which is the model's own length prior (where its answer ends),
+less `PRIOR_WEIGHT` times its score after the same prompt without the passage: a phrase the model would say
+for any passage ("Israel") loses to the one this passage makes likely. The best candidate answers, so every
+answer character is the note's and the choice is the model's. Chosen on the validation book (Judges, 56
+questions, the answering verse given: `benchmarks/answer_extraction.py`); the chat template scored worse than
+plain text in a probe on other text (../shared/research/real_text.md).
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from memagent_graph.errors import ConfigError
-from memagent_graph.nodes.quote.scoring import ScoreTally, words
+from memagent_graph.nodes.quote.phrases import phrase_runs
+from memagent_graph.nodes.quote.scoring import ScoreTally
 
 PROMPT = "Passage: {line}\nQuestion: {question}\nShort answer, copied from the passage:"
-"""What a candidate span continues (then a line break ends it)."""
-MAX_SPAN_WORDS = 5
-"""The longest candidate, in words: long enough for "nine hundred sixty and nine years"."""
-_WORD = re.compile(r"[\w'’-]*\w")
-_POSSESSIVE = re.compile(r"['’]s?$")
+"""What a candidate continues (then a line break ends it)."""
+PRIOR_WEIGHT = 0.25
+"""How much of a candidate's score without the passage is taken off its score with it (0: none; 1: pointwise
+mutual information). Chosen on the validation book among 0, 0.25, 0.5, 0.75 and 1."""
+_NAME = re.compile(r"\S+")
+"""A word of a run of names (runs join names across spaces only)."""
 
 
 @runtime_checkable
@@ -45,37 +49,36 @@ def require_span_scorer(model: object) -> SpanScorer:
     return model
 
 
-def candidate_spans(line: str, *, asked: str) -> list[str]:
-    """The runs of 1 to `MAX_SPAN_WORDS` words of ``line`` (as written, inner punctuation kept) that repeat no
-    capitalised word of ``asked`` (the question and what it already knows; "Heber's" repeats "Heber"), each
-    once, in reading order."""
-    names = {_bare(w) for w in words(asked) if w[:1].isupper()}
-    found = list(_WORD.finditer(line))
-    spans = []
-    for first in range(len(found)):
-        for last in range(first, min(first + MAX_SPAN_WORDS, len(found))):
-            if _bare(found[last].group()) in names:
-                break
-            spans.append(line[found[first].start() : found[last].end()])
-    return list(dict.fromkeys(spans))
+def candidate_spans(line: str, *, asked: str, context: str = "") -> list[str]:
+    """The phrases of ``line`` that could answer (`phrase_runs`: names and values that ``asked`` does not
+    mention, ``context`` the rest of the memory), and each name of a run of several ("Jael" of "Jael Heber"),
+    each once, in reading order."""
+    names, values = phrase_runs(line, asked=asked, context=context)
+    words = [(start + w.start(), start + w.end()) for start, end in names for w in _NAME.finditer(line[start:end])]
+    return list(dict.fromkeys(line[start:end] for start, end in sorted({*names, *values, *words})))
 
 
 def extract_span(
-    line: str, question: str, scorer: SpanScorer, *, known: str = "", tally: ScoreTally | None = None
+    line: str,
+    question: str,
+    scorer: SpanScorer,
+    *,
+    known: str = "",
+    context: str = "",
+    tally: ScoreTally | None = None,
 ) -> str:
-    """The candidate span of ``line`` (`candidate_spans`, ``known`` the first hop's names) the model scores
-    highest as the answer to ``question``, or ``line`` itself when it has no candidate; what the model scored
-    is added to ``tally``."""
-    spans = candidate_spans(line, asked=f"{question} {known}")
+    """The candidate of ``line`` (`candidate_spans`, ``known`` the first hop's names) the model scores highest
+    as the answer to ``question`` beyond its prior (`PRIOR_WEIGHT`), or ``line`` itself when it has no
+    candidate; what the model scored is added to ``tally``."""
+    spans = candidate_spans(line, asked=f"{question} {known}", context=context)
     if not spans:
         return line
-    prompt, continuations = PROMPT.format(line=line, question=question), [f" {s}\n" for s in spans]
-    scores = scorer.score_continuations(prompt, continuations)
+    continuations = [f" {span}\n" for span in spans]
+    prompt, bare = PROMPT.format(line=line, question=question), PROMPT.format(line="", question=question)
+    given = scorer.score_continuations(prompt, continuations)
+    prior = scorer.score_continuations(bare, continuations)
     if tally is not None:
         tally.add_continuations(prompt, continuations)
+        tally.add_continuations(bare, continuations)
+    scores = [g - PRIOR_WEIGHT * p for g, p in zip(given, prior, strict=True)]
     return spans[max(range(len(spans)), key=scores.__getitem__)]
-
-
-def _bare(word: str) -> str:
-    """``word`` lowercased without a possessive ending."""
-    return _POSSESSIVE.sub("", word.lower())
