@@ -7,7 +7,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.query_likelihood import continuation_log_likelihoods
-from memagent_graph.nodes.quote.extraction import candidate_spans, extract_span, require_span_scorer
+from memagent_graph.nodes.quote.extraction import candidate_spans, require_span_scorer, score_spans
 from memagent_graph.nodes.quote.scoring import ScoreTally
 
 pytestmark = pytest.mark.unit
@@ -84,21 +84,21 @@ QUESTION = "Where did Sihon rule?"
 
 def test_extract_answers_with_the_phrase_its_passage_makes_likely_beyond_its_prior():
     scorer = ScriptedScorer(given={"Amorites": -2.0, "Heshbon": -3.0}, prior={"Amorites": -1.0, "Heshbon": -8.0})
-    assert extract_span(LINE, QUESTION, scorer) == "Heshbon"  # -2 + 0.25 vs -3 + 2
+    assert score_spans(LINE, QUESTION, scorer).best() == "Heshbon"  # -2 + 0.25 vs -3 + 2
     assert len(scorer.prompts) == 2 and LINE in scorer.prompts[0] and QUESTION in scorer.prompts[1]
 
 
 def test_extract_counts_both_prompts_and_every_candidate_as_scored():
     scorer = ScriptedScorer(given={"Amorites": -2.0, "Heshbon": -3.0}, prior={"Amorites": -1.0, "Heshbon": -5.0})
     tally = ScoreTally(lambda text: len(text.split()))
-    extract_span(LINE, QUESTION, scorer, tally=tally)
+    score_spans(LINE, QUESTION, scorer, tally=tally)
     candidates = len(" Amorites\n".split()) + len(" Heshbon\n".split())
     assert tally.tokens == sum(len(p.split()) for p in scorer.prompts) + 2 * candidates
 
 
 def test_a_line_of_nothing_but_asked_names_answers_itself():
     scorer = ScriptedScorer(given={}, prior={})
-    assert extract_span("Elon.", "Who was Elon?", scorer) == "Elon."
+    assert score_spans("Elon.", "Who was Elon?", scorer).best() == "Elon."
     assert scorer.prompts == []
 
 

@@ -153,8 +153,9 @@ def _reading_options(
     budget.add_argument(
         "--quote-answer",
         choices=get_args(QuoteAnswer),
-        help="quote: answer with the phrase of the answering note the model scores likeliest (extract), the "
-        "phrase asked for by rule (span), the answering note (line), or the line the model copies (copy)",
+        help="quote: answer with the phrase of the answering note the model scores likeliest (extract: the "
+        "embedded engine's default), the phrase asked for by rule (span: a served model's), the answering note "
+        "(line), or the line the model copies (copy)",
     )
     budget.add_argument(
         "--prompts",

@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from memagent_graph.config import QuoteAnswer
 from memagent_graph.nodes.model_call import Completion
 from memagent_graph.nodes.quote.choice import Draw, choose
-from memagent_graph.nodes.quote.extraction import SpanScorer, extract_span
+from memagent_graph.nodes.quote.extraction import SpanScorer, score_spans
 from memagent_graph.nodes.quote.phrases import phrase_runs
 from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms
 from memagent_graph.nodes.quote.selection import QuoteSettings, second_hops
@@ -140,7 +140,7 @@ def quote_answerer(
                 continue
             if mode == "extract":
                 assert spans is not None
-                parts.append(extract_span(line, question, spans, known=known, context=memory, tally=tally))
+                parts.append(score_spans(line, question, spans, known=known, context=memory, tally=tally).best())
                 continue
             rank = functools.partial(span_gains, cache, question=question, line=line, tally=tally)
             parts.append(answer_span(line, question, known=known, context=memory, rank=rank))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from memagent_graph.errors import ConfigError
@@ -58,7 +59,27 @@ def candidate_spans(line: str, *, asked: str, context: str = "") -> list[str]:
     return list(dict.fromkeys(line[start:end] for start, end in sorted({*names, *values, *words})))
 
 
-def extract_span(
+@dataclass(frozen=True)
+class SpanScores:
+    """The candidates of a note and the model's score of each as the answer, with and without the note."""
+
+    line: str
+    spans: list[str]
+    given: list[float]
+    """log p(" span\n" | the prompt with the note)."""
+    prior: list[float]
+    """log p(" span\n" | the prompt with an empty passage)."""
+
+    def best(self, prior_weight: float = PRIOR_WEIGHT) -> str:
+        """The candidate with the highest ``given - prior_weight * prior`` (the first of a tie): the ``extract``
+        answer; the line itself when it has no candidate."""
+        if not self.spans:
+            return self.line
+        scores = [g - prior_weight * p for g, p in zip(self.given, self.prior, strict=True)]
+        return self.spans[max(range(len(self.spans)), key=scores.__getitem__)]
+
+
+def score_spans(
     line: str,
     question: str,
     scorer: SpanScorer,
@@ -66,13 +87,12 @@ def extract_span(
     known: str = "",
     context: str = "",
     tally: ScoreTally | None = None,
-) -> str:
-    """The candidate of ``line`` (`candidate_spans`, ``known`` the first hop's names) the model scores highest
-    as the answer to ``question`` beyond its prior (`PRIOR_WEIGHT`), or ``line`` itself when it has no
-    candidate; what the model scored is added to ``tally``."""
+) -> SpanScores:
+    """The candidates of ``line`` (`candidate_spans`, ``known`` the first hop's names) scored by the model as
+    the answer to ``question``, with the note and without it; what it scored is added to ``tally``."""
     spans = candidate_spans(line, asked=f"{question} {known}", context=context)
     if not spans:
-        return line
+        return SpanScores(line, [], [], [])
     continuations = [f" {span}\n" for span in spans]
     prompt, bare = PROMPT.format(line=line, question=question), PROMPT.format(line="", question=question)
     given = scorer.score_continuations(prompt, continuations)
@@ -80,5 +100,4 @@ def extract_span(
     if tally is not None:
         tally.add_continuations(prompt, continuations)
         tally.add_continuations(bare, continuations)
-    scores = [g - PRIOR_WEIGHT * p for g, p in zip(given, prior, strict=True)]
-    return spans[max(range(len(spans)), key=scores.__getitem__)]
+    return SpanScores(line, spans, given, prior)
