@@ -21,6 +21,7 @@ OPTIONS = {
     "prompts": "verbatim",
     "memory_policy": "generate",
     "quote_min_gain": 5.0,
+    "quote_answer": "span",
     "max_attempts": 2,
 }
 FLAGS = [part for name, value in OPTIONS.items() for part in (f"--{name.replace('_', '-')}", str(value))]
