@@ -87,10 +87,10 @@ def continuation_log_likelihoods(
         raise ConfigError("cannot score continuations of an empty prompt")
     rows, homes = _shared_rows(continuations)
     device = next(model.parameters()).device
+    scores = [0.0] * len(continuations)
     with torch.inference_mode():
         head = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
         first = head.logits[0, -1].float().log_softmax(-1)
-        row_logprobs: list[Any] = []
         for start in range(0, len(rows), batch_rows):
             batch = rows[start : start + batch_rows]
             ids = torch.zeros((len(batch), max(len(r) for r in batch)), dtype=torch.long)
@@ -98,12 +98,11 @@ def continuation_log_likelihoods(
                 ids[index, : len(row)] = torch.tensor(row)  # right padding: causal rows never see it
             cache = copy.deepcopy(head.cache)
             cache.batch_repeat_interleave(len(batch))
-            logits = model(input_ids=ids.to(device), cache=cache, use_cache=False).logits
-            row_logprobs += list(logits.float().log_softmax(-1))
-    scores = []
-    for continuation, home in zip(continuations, homes, strict=True):
-        following = [first, *row_logprobs[home][: len(continuation) - 1]]
-        scores.append(sum(float(position[token]) for position, token in zip(following, continuation, strict=True)))
+            logprobs = model(input_ids=ids.to(device), cache=cache, use_cache=False).logits.float().log_softmax(-1)
+            for index, continuation in enumerate(continuations):  # only this batch's rows' log-probs are held
+                if start <= homes[index] < start + len(batch):
+                    following = [first, *logprobs[homes[index] - start][: len(continuation) - 1]]
+                    scores[index] = sum(float(p[token]) for p, token in zip(following, continuation, strict=True))
     return scores
 
 

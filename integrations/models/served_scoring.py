@@ -42,23 +42,22 @@ class ScoringChatOpenAI(ChatOpenAI):
         """log p(question | passage prompt) for each passage, summed over the question's tokens."""
         encode = self.scoring_tokenizer.encode
         query = question_ids(encode, question)
-        prompts = [prompt + query for prompt in passage_prompt_ids(encode, passages)]
-        scores: list[float] = []
-        for start in range(0, len(prompts), self.passages_per_request):
-            batch = prompts[start : start + self.passages_per_request]
-            scores += [_query_sum(choice, len(query)) for choice in self._prompt_logprobs(batch)]
-        return scores
+        return self._tail_sums([(prompt, query) for prompt in passage_prompt_ids(encode, passages)])
 
     def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """log p(continuation | prompt) for each continuation, summed over its tokens (the ``extract`` answer's
         candidate spans); the prompt and each continuation travel as token ids, like the passages."""
         encode = self.scoring_tokenizer.encode
-        head, tails = encode(prompt), [encode(c) for c in continuations]
+        head = encode(prompt)
+        return self._tail_sums([(head, encode(c)) for c in continuations])
+
+    def _tail_sums(self, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
+        """log p(tail | head) for each (head, tail) of token ids, ``passages_per_request`` sequences a request."""
         scores: list[float] = []
-        for start in range(0, len(tails), self.passages_per_request):
-            batch = tails[start : start + self.passages_per_request]
-            choices = self._prompt_logprobs([head + tail for tail in batch])
-            scores += [_query_sum(choice, len(tail)) for choice, tail in zip(choices, batch, strict=True)]
+        for start in range(0, len(pairs), self.passages_per_request):
+            batch = pairs[start : start + self.passages_per_request]
+            choices = self._prompt_logprobs([head + tail for head, tail in batch])
+            scores += [_query_sum(choice, len(tail)) for choice, (_, tail) in zip(choices, batch, strict=True)]
         return scores
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
