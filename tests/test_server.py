@@ -287,7 +287,9 @@ def test_sixteen_concurrent_runs_on_sixteen_documents_each_answer_their_own_need
     assert [output["answer"] for output in outputs] == [task.answer for task in tasks]
     for index, output in enumerate(outputs):  # no other thread's evidence reached this one's citations
         assert {c["source"] for c in output["citations"]} == {str(documents / f"concurrent{index}.txt")}
-    assert model.max_in_flight >= 8  # the reads ran at once, not one after another
+    # the reads ran at once, not one after another (one at a time would keep 1 call in flight; how many overlap
+    # depends on the machine's load: 7 to 16 on a busy 2-core machine)
+    assert model.max_in_flight >= 4
     for task in tasks:  # each document is tokenized for its chunks once and read back once, not again per step
         prompts = [body["prompt"] for path, body in model.requests if path == "/tokenize"]
         assert sum(task.answer in p and len(p) > 1000 for p in prompts) <= 2, task.answer
