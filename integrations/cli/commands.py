@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     _model_options(batch)
 
+    _add_mcp_command(commands)
+
     evaluation = commands.add_parser("eval", help="accuracy of MemAgent and baselines on generated long tasks")
     _add_eval_arguments(evaluation)
     _model_options(evaluation, answer=128)
@@ -102,6 +104,21 @@ def _parser() -> argparse.ArgumentParser:
         help="auto: bfloat16 where the CPU computes it natively (AVX512-BF16, AMX), else float32 (default)",
     )
     return parser
+
+
+def _add_mcp_command(commands: argparse._SubParsersAction) -> None:
+    mcp = commands.add_parser("mcp", help="serve the reader to MCP hosts (stdio, or streamable HTTP with --http)")
+    mcp.add_argument("--allowed-root", metavar="DIR", help="callers may read text files under this folder")
+    mcp.add_argument(
+        "--document",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a document callers may read by NAME (repeatable); listed as an MCP resource",
+    )
+    mcp.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (default: stdio)")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --http: the address to listen on (127.0.0.1)")
+    _model_options(mcp)
 
 
 def _model_options(
@@ -362,6 +379,44 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """Serve until the host closes stdio (or Ctrl-C with --http); logs go to stderr, stdout is the protocol's."""
+    from memagent_graph.agent import MemAgent
+    from memagent_graph.documents.registry import DocumentRegistry
+
+    try:
+        from memagent_graph.integrations.mcp_server import create_mcp_server
+    except ModuleNotFoundError as error:
+        if error.name != "mcp":
+            raise
+        raise EngineNotInstalledError('memagent mcp needs the MCP SDK: pip install "memagent-graph[mcp]"') from None
+
+    named = dict(_named_document(spec) for spec in args.document)
+    if args.allowed_root is None and not named:
+        raise ConfigError("name what callers may read: --allowed-root DIR and/or --document NAME=PATH")
+    if args.allowed_root is not None and not Path(args.allowed_root).expanduser().is_dir():
+        raise ConfigError(f"--allowed-root {args.allowed_root} is not a folder")
+    documents = DocumentRegistry(
+        {name: FileDocument(path) for name, path in named.items()}, allowed_root=args.allowed_root
+    )
+    choice = _choice(args)
+    log.info("model: %s", choice.description)
+    agent = MemAgent(choice.model, config=_config(args), tokenizer=choice.tokenizer, documents=documents)
+    server = create_mcp_server(agent, registered=named, host=args.host, port=args.http or 8000)
+    if args.http is not None:
+        log.info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.http)
+    server.run("streamable-http" if args.http is not None else "stdio")
+    return 0
+
+
+def _named_document(spec: str) -> tuple[str, Path]:
+    """``NAME=PATH`` as (name, path), or a `ConfigError` naming the form."""
+    name, _, path = spec.partition("=")
+    if not name.strip() or not path.strip():
+        raise ConfigError(f"--document {spec!r}: write NAME=PATH, e.g. --document contract=~/contract.txt")
+    return name.strip(), Path(path.strip()).expanduser()
+
+
 def _batch(args: argparse.Namespace) -> int:
     """Exit status 0 when the batch ran, 1 when lines were attempted and none succeeded."""
     from memagent_graph.integrations.ray_batch import run_batch
@@ -481,9 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(debug=args.debug)
     try:
-        return {"ask": _ask, "demo": _demo, "batch": _batch, "vllm": _vllm, "train": _train, "eval": _eval}[
-            args.command
-        ](args)
+        commands = {"ask": _ask, "demo": _demo, "batch": _batch, "mcp": _mcp, "vllm": _vllm, "train": _train}
+        return {**commands, "eval": _eval}[args.command](args)
     except MemAgentError as exc:
         if args.debug:
             raise
