@@ -15,9 +15,11 @@ within the chunk it is reading (no further model calls). Bad input is a one-line
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -72,10 +74,10 @@ class DocumentInfo(BaseModel):
 
 
 class DocumentList(BaseModel):
-    """What ``list_documents`` found (files beyond `MAX_LISTED` are left out and counted)."""
+    """What ``list_documents`` found: the registered documents, then files under the root in path order."""
 
     documents: list[DocumentInfo]
-    left_out: int = 0
+    truncated: bool = Field(False, description=f"whether files beyond the first {MAX_LISTED} were left out")
 
 
 def create_mcp_server(
@@ -177,12 +179,23 @@ def _read_output(result: MemAgentResult) -> ReadOutput:
 def _list_documents(agent: MemAgent, named: Mapping[str, Path]) -> DocumentList:
     listed = [DocumentInfo(name=name, kind="registered", bytes=path.stat().st_size) for name, path in named.items()]
     root = agent.documents.allowed_root
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.resolve().is_relative_to(root)) if root else []
+    files = list(itertools.islice(_files_under(root), MAX_LISTED + 1)) if root is not None else []
     listed += [
         DocumentInfo(name=str(path.relative_to(root)), kind="file", bytes=path.stat().st_size)
         for path in files[:MAX_LISTED]
     ]
-    return DocumentList(documents=listed, left_out=max(len(files) - MAX_LISTED, 0))
+    return DocumentList(documents=listed, truncated=len(files) > MAX_LISTED)
+
+
+def _files_under(root: Path) -> Iterator[Path]:
+    """The files under ``root`` that stay inside it (a symlink out is not listed), folder by folder in name
+    order, lazily: a host may point the server at a large tree."""
+    for folder, subfolders, names in os.walk(root):
+        subfolders.sort()
+        for name in sorted(names):
+            path = Path(folder) / name
+            if path.resolve().is_relative_to(root):
+                yield path
 
 
 def _add_document_resource(server: FastMCP, name: str, path: Path) -> None:
