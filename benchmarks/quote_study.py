@@ -41,6 +41,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "cascade-line": {"quote_answer": "line"},
     "cascade-span": {"quote_answer": "span"},
     "cascade-extract": {"quote_answer": "extract"},
+    "cascade-gain6": {"quote_min_gain": 6.0},
+    "cascade-gain3": {"quote_min_gain": 3.0},
+    "cascade-k4": {"quote_prefilter": 4},
+    "cascade-k4-gain6": {"quote_prefilter": 4, "quote_min_gain": 6.0},
+    "chunk4k-k8": {"chunk_tokens": 4096, "quote_prefilter": 8},
 }
 """Settings over the shipped defaults: ``before`` is the quote policy as it was (every sentence scored, no
 second hops, the model copies a line); ``cascade`` is the shipped default."""
@@ -102,6 +107,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key in ("ruler", "em", "sub_em", "evidence_kept"):
             values = [r[key] for r in group if r[key] is not None]
             cell[key] = round(100 * sum(values) / len(values), 1) if values else None
+        cell["empty_memory"] = round(100 * sum(not r.get("memory", "x").strip() for r in group) / len(group), 1)
         cell["s_per_doc"] = round(seconds / len(group), 2)
         cell["doc_tokens_per_s"] = round(tokens * len(group) / seconds, 1)
         table.append(cell)
@@ -111,13 +117,13 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_table(table: list[dict[str, Any]]) -> str:
     """A Markdown table of `summarize`'s cells."""
     lines = [
-        "| task | length | variant | n | RULER match | EM | sub-EM | evidence kept | s/doc | doc tokens/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | length | variant | n | RULER match | EM | sub-EM | evidence kept | empty memory | s/doc | tokens/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in table:
         cells = [c["task"], f"{c['tokens'] // 1024}K", c["variant"], c["n"]]
         cells += ["–" if c[k] is None else c[k] for k in ("ruler", "em", "sub_em", "evidence_kept")]
-        cells += [c["s_per_doc"], c["doc_tokens_per_s"]]
+        cells += [c["empty_memory"], c["s_per_doc"], c["doc_tokens_per_s"]]
         lines.append("| " + " | ".join(str(x) for x in cells) + " |")
     return "\n".join(lines)
 
@@ -180,6 +186,9 @@ def main() -> None:
                             "em": exact_match(answer, task.golds),
                             "sub_em": gold_in_answer(answer, task.golds),
                             "evidence_kept": len(kept) / len(task.evidence) if task.evidence else None,
+                            "evidence": task.evidence,
+                            "question": task.question,
+                            "memory": memory,
                         }
                     )
                     print(

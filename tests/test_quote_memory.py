@@ -107,6 +107,11 @@ def test_selection_keeps_sentences_beating_the_empty_passage_best_first():
     assert _rank(QUESTION, candidates, WordOverlapScorer(), min_gain=2) == [NEEDLE, "The north gate is old."]
 
 
+def test_selection_keeps_the_best_sentence_alone_when_none_beats_the_empty_passage_by_enough():
+    candidates = ["Rivers and hills.", "The north gate is old.", NEEDLE]
+    assert _rank(QUESTION, candidates, WordOverlapScorer(), min_gain=1000) == [NEEDLE]
+
+
 def test_selection_stops_at_the_memory_budget(tokenizer):
     ranked = [NEEDLE, "The north gate is old."]
     assert fit_budget(ranked, count=tokenizer.count, budget=tokenizer.count(NEEDLE)) == [NEEDLE]

@@ -7,7 +7,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.query_likelihood import continuation_log_likelihoods
-from memagent_graph.nodes.quote.extraction import candidate_spans, require_span_scorer, score_spans
+from memagent_graph.nodes.quote.extraction import candidate_spans, require_span_scorer, score_spans, word_distances
 from memagent_graph.nodes.quote.scoring import ScoreTally
 
 pytestmark = pytest.mark.unit
@@ -43,9 +43,13 @@ def test_an_empty_continuation_is_refused(tiny_lm):
         continuation_log_likelihoods(tiny_lm, [1, 2], [[3], []])
 
 
+def phrases(line: str, *, asked: str) -> list[str]:
+    return [line[start:end] for start, end in candidate_spans(line, asked=asked)]
+
+
 def test_candidates_are_the_names_and_values_the_question_does_not_give():
     line = "And Elon the Zebulonite died at nine hundred and five years, 42 days, and was buried in Aijalon."
-    assert candidate_spans(line, asked="Where was Elon buried?") == [
+    assert phrases(line, asked="Where was Elon buried?") == [
         "Zebulonite",
         "nine hundred and five",
         "42",
@@ -53,17 +57,22 @@ def test_candidates_are_the_names_and_values_the_question_does_not_give():
     ]
 
 
+def test_a_question_that_asks_a_quantity_is_answered_by_a_value_when_the_line_has_one():
+    line = "Ahaziah the son of Ahab began to reign over Israel in Samaria, and reigned two years over Israel."
+    assert phrases(line, asked="For how long was Ahaziah king?") == ["two"]
+    assert phrases("Ahaziah the son of Ahab reigned.", asked="For how long was Ahaziah king?") == ["Ahab"]
+
+
 def test_a_run_of_names_offers_each_name_too():
-    assert candidate_spans("Then came Jael Heber.", asked="Who came?") == ["Jael", "Jael Heber", "Heber"]
+    assert phrases("Then came Jael Heber.", asked="Who came?") == ["Jael", "Jael Heber", "Heber"]
 
 
 def test_a_possessive_repeats_the_name_it_is_made_of():
-    spans = candidate_spans("Then came Jael Heber's wife.", asked="Who was the wife of Heber?")
-    assert spans == ["Jael"]
+    assert phrases("Then came Jael Heber's wife.", asked="Who was the wife of Heber?") == ["Jael"]
 
 
 def test_candidates_also_skip_the_first_hops_names():
-    assert candidate_spans("Gilead begat Jephthah.", asked="Who was the grandfather of Abdon? Gilead") == ["Jephthah"]
+    assert phrases("Gilead begat Jephthah.", asked="Who was the grandfather of Abdon? Gilead") == ["Jephthah"]
 
 
 class ScriptedScorer:
@@ -84,8 +93,34 @@ QUESTION = "Where did Sihon rule?"
 
 def test_extract_answers_with_the_phrase_its_passage_makes_likely_beyond_its_prior():
     scorer = ScriptedScorer(given={"Amorites": -2.0, "Heshbon": -3.0}, prior={"Amorites": -1.0, "Heshbon": -8.0})
-    assert score_spans(LINE, QUESTION, scorer).best() == "Heshbon"  # -2 + 0.25 vs -3 + 2
+    assert score_spans(LINE, QUESTION, scorer).best(distance_weight=0) == "Heshbon"  # -2 + 0.25 vs -3 + 2
     assert len(scorer.prompts) == 2 and LINE in scorer.prompts[0] and QUESTION in scorer.prompts[1]
+
+
+def test_extract_prefers_the_candidate_next_to_the_name_the_question_gives():
+    line = "And the children of Dan set up the image: and Jonathan, the son of Gershom, was their priest."
+    scorer = ScriptedScorer(given={"Dan": -2.0, "Gershom": -3.0}, prior={"Dan": -4.0, "Gershom": -4.0})
+    scores = score_spans(line, "Who was the father of Jonathan?", scorer)
+    assert scores.distances == [6, 4]  # words from "Jonathan"
+    assert scores.best(distance_weight=0) == "Dan" and scores.best() == "Gershom"
+
+
+def test_distances_are_zero_when_the_line_names_nothing_the_question_gives():
+    line = "Then came Jael Heber."
+    assert word_distances(line, candidate_spans(line, asked="Who came?"), asked="Who came?") == [0, 0, 0]
+
+
+def test_a_phrase_said_twice_is_one_candidate_at_its_first_place():
+    line = "Dan went out. Later Dan, the son of Jacob, and Asher came."
+    scorer = ScriptedScorer(given={"Dan": -1.0, "Asher": -1.0}, prior={"Dan": -1.0, "Asher": -1.0})
+    scores = score_spans(line, "Who was the son of Jacob?", scorer)
+    assert scores.spans == ["Dan", "Asher"] and scores.distances == [8, 2]
+
+
+def test_a_name_that_opens_the_question_is_a_place_to_measure_from():
+    line = "Ehud the son of Gera, a Benjamite, came."
+    spans = candidate_spans(line, asked="Ehud was the son of whom?")
+    assert word_distances(line, spans, asked="Ehud was the son of whom?") == [4, 6]  # Gera, Benjamite
 
 
 def test_extract_counts_both_prompts_and_every_candidate_as_scored():
