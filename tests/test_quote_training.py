@@ -87,22 +87,24 @@ def test_a_greedy_read_draws_nothing_to_learn_from(rollout, policy_dir):
 
 
 @pytest.fixture
-def length_parity_reward():
-    """A reward that varies with the answer drawn (an untrained tiny policy never answers right)."""
-    register_reward("test_length_parity")(lambda reply, golds: float(len(reply) % 2))
-    yield "test_length_parity"
-    del REWARDS["test_length_parity"]
+def answer_parity_reward():
+    """A reward that varies with the answer drawn (an untrained tiny policy never answers right): the parity of
+    its characters' sum."""
+    register_reward("test_answer_parity")(lambda reply, golds: float(sum(map(ord, reply)) % 2))
+    yield "test_answer_parity"
+    del REWARDS["test_answer_parity"]
 
 
 @pytest.mark.integration
-def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, length_parity_reward, tmp_path):
+def test_a_trainer_step_on_the_quote_policy_trains_its_draws(policy_dir, answer_parity_reward, tmp_path):
     config = RLConfig.model_validate({
         "policy": str(policy_dir), "prompts": "tiny", "memory_policy": "quote", "quote_min_gain": 0.0,
-        "chunk_tokens": 128, "memory_tokens": 40, "answer_tokens": 8, "group_size": 3, "questions_per_step": 2,
-        "ray": False, "dynamic_sampling": False, "reward": length_parity_reward, "learner": {"lr": 1e-3},
-        "output_dir": str(tmp_path / "run"), "save_traces": True, "seed": 1,
+        "task": {"kind": "niah_multikey_1", "tokens": 600}, "chunk_tokens": 128, "memory_tokens": 40,
+        "answer_tokens": 8, "group_size": 3, "questions_per_step": 2, "ray": False, "dynamic_sampling": False,
+        "reward": answer_parity_reward, "learner": {"lr": 1e-3}, "output_dir": str(tmp_path / "run"),
+        "save_traces": True, "seed": 1,
     })  # fmt: skip
-    trainer = Trainer(config)  # seed 1: its draws vary within a group (seed 0's agree: no advantage, no update)
+    trainer = Trainer(config)  # several keys' needles: seed 1's draws keep different ones in a group (seed 0's agree)
     before = {k: v.clone() for k, v in trainer.learner.model.state_dict().items()}
     metrics = trainer.step()
     traces = read_jsonl(tmp_path / "run" / "traces.jsonl")
