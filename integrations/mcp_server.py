@@ -125,10 +125,10 @@ async def _read_with_progress(agent: MemAgent, question: str, document: str, ctx
     """Read, reporting each chunk as MCP progress; a cancelled call also tells the read to stop, so no model
     call starts after the chunk in flight."""
     source = _source(agent, document)
-    tokens = (await asyncio.to_thread(agent.chunk, source)).num_tokens
     stop = threading.Event()
     result = None
     try:
+        tokens = (await asyncio.to_thread(agent.chunk, source)).num_tokens  # chunked once: the read reuses it
         async for item in agent.astream(question, source, stop=stop):
             if isinstance(item, MemAgentResult):
                 result = item
