@@ -181,6 +181,16 @@ async def test_paths_leading_outside_the_root_are_refused_with_one_line(http_url
             assert "leaked" not in _text(result) and "Traceback" not in _text(result) and "\n" not in _text(result)
 
 
+async def test_bad_input_is_a_tool_error_of_one_line(http_url, root):
+    (root / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    async with http_session(http_url) as session:
+        empty = await session.call_tool("read_document", {"question": "  ", "document": "doc0.txt"})
+        missing = await session.call_tool("read_document", {"question": "What?", "document": "nope.txt"})
+        binary = await session.call_tool("read_document", {"question": "What?", "document": "latin1.txt"})
+    for result, expected in ((empty, "question is empty"), (missing, "nope.txt"), (binary, "UTF-8")):
+        assert result.isError and expected in _text(result) and "\n" not in _text(result), _text(result)
+
+
 async def test_eight_concurrent_calls_each_answer_their_own_document(http_url, root, tasks):
     async with http_session(http_url) as session:
         results = await asyncio.gather(
