@@ -48,7 +48,9 @@ class MemAgentConfig(BaseModel):
         "the model's likelihood (needs a scoring model: the embedded engine).",
     )
     quote_min_gain: float = Field(
-        12.0, description="quote: nats by which a sentence must beat an empty passage at predicting the question."
+        12.0,
+        description="quote: nats by which a sentence must beat an empty passage at predicting the question (when "
+        "none does, the best one is kept alone).",
     )
     quote_hop_min_share: float = Field(
         0.4,
