@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from memagent_graph.errors import ConfigError
 from memagent_graph.nodes.quote.phrases import Span, bare, phrase_runs
-from memagent_graph.nodes.quote.scoring import ScoreTally, words
+from memagent_graph.nodes.quote.scoring import ScoreTally, word_spans, words
 
 PROMPT = "Passage: {line}\nQuestion: {question}\nShort answer, copied from the passage:"
 """What a candidate continues (then a line break ends it)."""
@@ -36,7 +36,6 @@ DISTANCE_WEIGHT = 1.0
 validation book among 0, 0.25, 0.5, 1 and 2 (EM 57.1 without, 76.8 with; the nearest candidate alone: 71.4)."""
 _NAME = re.compile(r"\S+")
 """A word of a run of names (runs join names across spaces only)."""
-_WORD = re.compile(r"[\w'’-]+")
 _NOT_ANCHORS = frozenset(
     "who whom whose what which where when why how the a an in on of for from to and then name text".split()
 )
@@ -82,7 +81,7 @@ def word_distances(line: str, spans: Sequence[Span], *, asked: str) -> list[int]
     ``asked`` also writes capitalised (its names, the one that opens it too: "Ehud was the son of whom?"; not
     its question words); 0 for every span when ``line`` has none."""
     anchors = {bare(word) for word in words(asked) if word[:1].isupper()} - _NOT_ANCHORS
-    tokens = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(line)]
+    tokens = word_spans(line)
     places = [i for i, (_, _, word) in enumerate(tokens) if word[:1].isupper() and bare(word) in anchors]
     if not places:
         return [0] * len(spans)

@@ -135,9 +135,20 @@ class GainCache:
         return self._scores[key]
 
 
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """The words of ``text`` (letters, digits, inner apostrophes and hyphens), as written, each with its
+    (start, end) in ``text``."""
+    spans = []
+    for match in _WORD.finditer(text):
+        if word := match.group().strip(_STRIP):
+            start = match.start() + match.group().index(word)
+            spans.append((start, start + len(word), word))
+    return spans
+
+
 def words(text: str) -> list[str]:
-    """The words of ``text`` (letters, digits, inner apostrophes and hyphens), as written."""
-    return [w.strip(_STRIP) for w in _WORD.findall(text) if w.strip(_STRIP)]
+    """The words of ``text`` (`word_spans`), as written."""
+    return [word for _, _, word in word_spans(text)]
 
 
 def is_name_or_value(word: str) -> bool:
@@ -151,12 +162,7 @@ def names_and_values(text: str, *, context: str = "") -> list[tuple[int, int]]:
     open a sentence ("And", "Then", "Tell"): an opening word counts when ``text`` or ``context`` also writes it
     capitalised inside a sentence ("Dovan" of "Dovan Maruk was born…" after "…mentor is Dovan Maruk."); a
     value (a word with a digit) always counts."""
-    found = [
-        (start, start + len(word), word)
-        for match in _WORD.finditer(text)
-        if (word := match.group().strip(_STRIP)) and is_name_or_value(word)
-        for start in [match.start() + match.group().index(word)]
-    ]
+    found = [(start, end, word) for start, end, word in word_spans(text) if is_name_or_value(word)]
     inside = {word for start, _, word in found if not _opens_sentence(text, start)} | _inside_names(context)
     return [
         (start, end)
@@ -174,13 +180,7 @@ def _opens_sentence(text: str, start: int) -> bool:
 
 
 def _inside_names(text: str) -> set[str]:
-    return {
-        word
-        for match in _WORD.finditer(text)
-        if (word := match.group().strip(_STRIP))
-        and is_name_or_value(word)
-        and not _opens_sentence(text, match.start() + match.group().index(word))
-    }
+    return {word for start, _, word in word_spans(text) if is_name_or_value(word) and not _opens_sentence(text, start)}
 
 
 def bridge_terms(line: str, question: str, *, context: str = "") -> str:
