@@ -15,13 +15,14 @@ within the chunk it is reading (no further model calls). Bad input is a one-line
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -29,6 +30,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from memagent_graph.agent import MemAgent
+from memagent_graph.documents.sources import FileDocument
 from memagent_graph.errors import MemAgentError
 from memagent_graph.state import MemAgentResult
 
@@ -87,9 +89,11 @@ def create_mcp_server(
     host: str = "127.0.0.1",
     port: int = 8000,
 ) -> FastMCP:
-    """An MCP server whose tools read with ``agent`` (its `DocumentRegistry` decides what may be read);
-    ``registered``: the named documents (already in the registry), listed and offered as resources."""
+    """An MCP server whose tools read with ``agent``: the files under its registry's ``allowed_root`` and the
+    ``registered`` documents (name to path), which are added to the registry, listed and offered as resources."""
     named = dict(registered or {})
+    for name, path in named.items():
+        agent.documents.add(FileDocument(path), doc_id=name)
     server = FastMCP(SERVER_NAME, instructions=_INSTRUCTIONS, host=host, port=port)
 
     @server.tool(description=_READ_DESCRIPTION)
@@ -98,7 +102,8 @@ def create_mcp_server(
         document: Annotated[str, Field(description=_DOCUMENT_FIELD)],
         ctx: Context,
     ) -> Annotated[CallToolResult, ReadOutput]:
-        result = await _read_with_progress(agent, question, document, ctx)
+        with _tool_errors():
+            result = await _read_with_progress(agent, question, document, ctx)
         output = _read_output(result)
         return CallToolResult(
             content=[TextContent(type="text", text=result.answer)], structuredContent=output.model_dump()
@@ -109,7 +114,8 @@ def create_mcp_server(
         questions: Annotated[list[str], Field(description="The questions, each self-contained.", min_length=1)],
         document: Annotated[str, Field(description=_DOCUMENT_FIELD)],
     ) -> ManyOutput:
-        results = await _guarded(agent.aask_many(questions, _source(agent, document)))
+        with _tool_errors():
+            results = await agent.aask_many(questions, agent.documents.get(document))
         return ManyOutput(results=[_read_output(result) for result in results])
 
     @server.tool(description="The documents this server may read: registered names and files under its root.")
@@ -124,10 +130,10 @@ def create_mcp_server(
 async def _read_with_progress(agent: MemAgent, question: str, document: str, ctx: Context) -> MemAgentResult:
     """Read, reporting each chunk as MCP progress; a cancelled call also tells the read to stop, so no model
     call starts after the chunk in flight."""
-    source = _source(agent, document)
     stop = threading.Event()
     result = None
     try:
+        source = agent.documents.get(document)
         tokens = (await asyncio.to_thread(agent.chunk, source)).num_tokens  # chunked once: the read reuses it
         async for item in agent.astream(question, source, stop=stop):
             if isinstance(item, MemAgentResult):
@@ -137,26 +143,17 @@ async def _read_with_progress(agent: MemAgent, question: str, document: str, ctx
             speed = done / item["elapsed_s"] if item["elapsed_s"] else 0.0
             message = f"chunk {item['chunk']} of {item['total']}, {speed:,.0f} tokens/s"
             await ctx.report_progress(item["chunk"], item["total"], message)
-    except MemAgentError as error:
-        raise ToolError(str(error)) from None
     finally:
         stop.set()
     assert result is not None
     return result
 
 
-async def _guarded(call: Any) -> Any:
-    """Await ``call``; a `MemAgentError` becomes a one-line tool error."""
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """A `MemAgentError` inside becomes a one-line MCP tool error (bad input, a path outside the root)."""
     try:
-        return await call
-    except MemAgentError as error:
-        raise ToolError(str(error)) from None
-
-
-def _source(agent: MemAgent, document: str) -> Any:
-    """The registered document or the file under the root that ``document`` names, or a tool error."""
-    try:
-        return agent.documents.get(document)
+        yield
     except MemAgentError as error:
         raise ToolError(str(error)) from None
 

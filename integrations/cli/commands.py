@@ -396,9 +396,7 @@ def _mcp(args: argparse.Namespace) -> int:
         raise ConfigError("name what callers may read: --allowed-root DIR and/or --document NAME=PATH")
     if args.allowed_root is not None and not Path(args.allowed_root).expanduser().is_dir():
         raise ConfigError(f"--allowed-root {args.allowed_root} is not a folder")
-    documents = DocumentRegistry(
-        {name: FileDocument(path) for name, path in named.items()}, allowed_root=args.allowed_root
-    )
+    documents = DocumentRegistry(allowed_root=args.allowed_root)
     choice = _choice(args)
     log.info("model: %s", choice.description)
     agent = MemAgent(choice.model, config=_config(args), tokenizer=choice.tokenizer, documents=documents)
