@@ -13,8 +13,8 @@ hop count, and seconds per question. The embedded SmolLM2 engine at its default 
 
 With ``--memories`` (the rows of a `quote_study.py` run, which keep each read's final memory) the notes are a
 whole memory instead, and the modes choose the line too: ``best-note`` extracts from the note with the best gain
-(the shipped answer), ``joint@k,λ`` scores the phrases of the k best notes and answers with the phrase whose
-score plus λ times its note's gain (relative to the best note's) is highest.
+(the shipped answer without its swap to a second hop), ``joint@k,λ`` scores the phrases of the k best notes
+and answers with the phrase whose score plus λ times its note's gain (relative to the best note's) is highest.
 """
 
 from __future__ import annotations

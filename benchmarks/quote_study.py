@@ -107,7 +107,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for key in ("ruler", "em", "sub_em", "evidence_kept"):
             values = [r[key] for r in group if r[key] is not None]
             cell[key] = round(100 * sum(values) / len(values), 1) if values else None
-        cell["empty_memory"] = round(100 * sum(not r.get("memory", "x").strip() for r in group) / len(group), 1)
+        cell["empty_memory"] = round(100 * sum(not r["memory"].strip() for r in group) / len(group), 1)
         cell["s_per_doc"] = round(seconds / len(group), 2)
         cell["doc_tokens_per_s"] = round(tokens * len(group) / seconds, 1)
         table.append(cell)
