@@ -26,6 +26,17 @@ MEASURED = Path(__file__).parent.parent / "benchmarks" / "results" / "suite_time
 """Each test's seconds in the last measured whole run, per CPU kind (`benchmarks/suite_times.py`)."""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With several pytest-xdist workers, each one, and every process it starts (CLIs, trainers, Ray's workers,
+    vLLM: `worker_cores`), computes on one thread. Two workers on two cores are two busy cores already: a
+    second OpenMP thread per process only waits, at every operator, for its twin on the core the other worker
+    keeps busy (the vLLM tests took 3.5 times their seconds alone; with one thread, 1.5 times)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test not marked slow, engine, vllm, ray or integration is a unit test (``pytest -m unit``).

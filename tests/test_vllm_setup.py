@@ -69,3 +69,23 @@ def test_the_server_computes_in_bfloat16_only_where_the_cpu_has_it(monkeypatch, 
     assert command[command.index("--dtype") + 1] == expected
     explicit = VLLMServer(dtype="bfloat16").command(tmp_path)
     assert explicit[explicit.index("--dtype") + 1] == "bfloat16"
+
+
+def test_the_vllm_worker_binds_to_the_cores_this_process_may_use(monkeypatch):
+    """Under ``taskset -c 2,3`` the worker binds to cores 2 and 3, not to 0 and 1."""
+    from memagent_graph.integrations.models.vllm_environment import vllm_cpu_settings
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {3, 2})
+    assert vllm_cpu_settings()["VLLM_CPU_OMP_THREADS_BIND"] == "2,3"
+
+
+def test_omp_num_threads_bounds_the_vllm_workers_cores(monkeypatch):
+    """vLLM's binding overrides ``OMP_NUM_THREADS``: the settings take it into account instead."""
+    from memagent_graph.integrations.models.vllm_environment import vllm_cpu_settings
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert vllm_cpu_settings()["VLLM_CPU_OMP_THREADS_BIND"] == "0"
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    assert vllm_cpu_settings()["VLLM_CPU_OMP_THREADS_BIND"] == "0,1,2,3"

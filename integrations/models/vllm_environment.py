@@ -150,16 +150,25 @@ def _run_steps(venv: Path, steps: list[list[str]], *, quiet: bool) -> None:
             )
 
 
+def worker_cores() -> list[int]:
+    """The cores a vLLM worker binds its OpenMP threads to: those this process may use (its affinity: under
+    ``taskset -c 2,3``, cores 2 and 3), the first ``OMP_NUM_THREADS`` of them when that is set and fewer (vLLM's
+    binding would otherwise override it)."""
+    cores = sorted(os.sched_getaffinity(0))
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    return cores[: int(threads)] if threads.isdigit() and 0 < int(threads) < len(cores) else cores
+
+
 def vllm_cpu_settings(*, kv_cache_gb: int = 1, engine_in_process: bool = False) -> dict[str, str]:
-    """What vLLM on CPUs needs in its environment: offline, loopback only, every core for the worker, a KV
-    cache of ``kv_cache_gb``. ``engine_in_process``: an offline engine (``vllm.LLM``) runs its engine core in
-    the calling process, not in a child that imports vLLM again (~11 s on 2 cores)."""
+    """What vLLM on CPUs needs in its environment: offline, loopback only, a KV cache of ``kv_cache_gb``, the
+    worker bound to `worker_cores`. ``engine_in_process``: an offline engine (``vllm.LLM``) runs its engine core
+    in the calling process, not in a child that imports vLLM again (~11 s on 2 cores)."""
     in_process = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if engine_in_process else {}
     return {
         **in_process,
         "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
         "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-        "VLLM_CPU_OMP_THREADS_BIND": f"0-{max(len(os.sched_getaffinity(0)) - 1, 0)}",
+        "VLLM_CPU_OMP_THREADS_BIND": ",".join(str(core) for core in worker_cores()),
         "VLLM_HOST_IP": "127.0.0.1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
