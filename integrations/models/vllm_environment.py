@@ -156,7 +156,7 @@ def worker_cores() -> list[int]:
     binding would otherwise override it)."""
     cores = sorted(os.sched_getaffinity(0))
     threads = os.environ.get("OMP_NUM_THREADS", "")
-    return cores[: int(threads)] if threads.isdigit() and 0 < int(threads) < len(cores) else cores
+    return cores[: max(int(threads), 1)] if threads.isdigit() else cores
 
 
 def vllm_cpu_settings(*, kv_cache_gb: int = 1, engine_in_process: bool = False) -> dict[str, str]:
