@@ -11,10 +11,14 @@ hop count, and seconds per question. The embedded SmolLM2 engine at its default 
     python benchmarks/answer_extraction.py --split validation \
         --output benchmarks/results/answer_extraction/validation.json
 
-With ``--memories`` (the rows of a `quote_study.py` run, which keep each read's final memory) the notes are a
-whole memory instead, and the modes choose the line too: ``best-note`` extracts from the note with the best gain
+With ``--memories`` (the rows of a `quote_study.py` run, which keep each read's final memory, or ``bm25``: the
+split's tasks at ``--tokens`` with the memory the `bm25-sentences` baseline keeps) the notes are a whole memory
+instead, and the modes choose the line too: ``best-note`` extracts from the note with the best gain
 (the shipped answer without its swap to a second hop), ``joint@k,λ`` scores the phrases of the k best notes
-and answers with the phrase whose score plus λ times its note's gain (relative to the best note's) is highest.
+and answers with the phrase whose score plus λ times its note's gain (relative to the best note's) is highest
+(``+near,P``: with the distance weight, and P nats off the phrases of a note that names nothing the question
+names); ``whole@λ,P`` scores every note's phrases with the whole memory as the passage (one prompt: the model
+reads all the notes, as a reader of a short text would), plus λ times its note's relative gain, less P likewise.
 """
 
 from __future__ import annotations
@@ -29,11 +33,22 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from memagent_graph.integrations.model_choice import EMBEDDED_READING
 from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
 from memagent_graph.nodes.quote.answer import answer_span, span_gains
-from memagent_graph.nodes.quote.extraction import DISTANCE_WEIGHT, score_spans
+from memagent_graph.nodes.quote.extraction import (
+    DISTANCE_WEIGHT,
+    PRIOR_WEIGHT,
+    PROMPT,
+    asked_names,
+    candidate_spans,
+    score_spans,
+    word_distances,
+)
+from memagent_graph.nodes.quote.memory import split_sentences
 from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally
 from memagent_graph.training.data.real_text import RealTextTask, real_text_tasks
+from memagent_graph.training.eval.sentence_baselines import bm25_ranking, sentence_reader
 from memagent_graph.training.rewards import exact_match, substring_match, token_f1
 
 
@@ -59,7 +74,12 @@ def main() -> None:
         default=[0.0, 0.25, 0.5, 1.0, 2.0],
         help="and at each weight of a candidate's distance from the names asked (nats per word)",
     )
-    parser.add_argument("--memories", type=Path, default=None, help="a quote_study.py output: answer from its memories")
+    parser.add_argument(
+        "--memories",
+        default=None,
+        help="a quote_study.py output, or 'bm25' (the bm25-sentences baseline's memories): answer from its memories",
+    )
+    parser.add_argument("--tokens", type=int, default=16384, help="with --memories bm25: the documents' length")
     parser.add_argument("--variant", help="with --memories: only this variant's reads")
     args = parser.parse_args()
     if args.memories is not None:
@@ -103,15 +123,66 @@ def main() -> None:
 
 JOINT = [(k, weight) for k in (1, 2, 3, 8) for weight in (0.0, 0.1, 0.25, 0.5, 1.0)]
 """The (notes scored, weight of a note's gain) pairs ``--memories`` compares."""
+WHOLE = (0.0, 0.1, 0.25, 0.5, 1.0)
+"""The weights of a note's gain ``whole@λ,P`` compares."""
+UNNAMED = (0.0, 5.0, 10.0, 20.0)
+"""The nats taken off the phrases of a note that names nothing the question names (``+near,P``, ``whole@λ,P``):
+`word_distances` counts 0 words for every phrase of such a note, as if each stood next to the name asked."""
+
+
+def whole_memory_options(model: Any, question: str, notes: list[str]) -> list[tuple[float, int, str]]:
+    """(score, note index, phrase) for every candidate phrase of every note, each scored as the answer with the
+    whole memory as the passage (`PROMPT`), less the shipped prior and distance weights (distance within its
+    own note)."""
+    memory = "\n".join(notes)
+    places = [
+        (index, note, spans)
+        for index, note in enumerate(notes)
+        if (spans := candidate_spans(note, asked=question, context=memory))
+    ]
+    found = {}
+    for index, note, spans in places:
+        for (start, end), distance in zip(spans, word_distances(note, spans, asked=question), strict=True):
+            found.setdefault(note[start:end], (index, distance))
+    phrases = list(found)
+    continuations = [f" {phrase}\n" for phrase in phrases]
+    given = model.score_continuations(PROMPT.format(line=memory, question=question), continuations)
+    prior = model.score_continuations(PROMPT.format(line="", question=question), continuations)
+    return [
+        (g - PRIOR_WEIGHT * p - DISTANCE_WEIGHT * found[phrase][1], found[phrase][0], phrase)
+        for g, p, phrase in zip(given, prior, phrases, strict=True)
+    ]
+
+
+def bm25_rows(split: str, *, tokens: int, tokenizer: Any, limit: int | None) -> list[dict[str, Any]]:
+    """The first ``limit`` tasks of ``split`` as memory rows: the sentences the `bm25-sentences` baseline keeps
+    in the shipped memory budget (`sentence_reader`), with the question, golds and evidence verses."""
+    rows = []
+
+    def keep(question: str, memory: str) -> str:
+        rows[-1]["memory"] = memory
+        return ""
+
+    read = sentence_reader(keep, tokenizer, ranking=bm25_ranking, memory_tokens=EMBEDDED_READING["memory_tokens"])
+    for task in real_text_tasks(split, tokens=tokens, tokenizer=tokenizer, limit=limit):
+        rows.append({"question": task.question, "golds": list(task.golds), "evidence": list(task.evidence)})
+        read(task.question, task.document)
+        lines = set(rows[-1]["memory"].splitlines())
+        kept = [all(part in lines for part in split_sentences(verse)) for verse in task.evidence]
+        rows[-1]["evidence_kept"] = sum(kept) / len(kept)
+    return rows
 
 
 def memory_study(args: argparse.Namespace) -> None:
     """The answer step over whole memories (module doc): every mode from one scoring of each note's phrases."""
-    rows = [row for row in json.loads(args.memories.read_text())["rows"] if row["memory"].strip()]
-    if args.variant:
-        rows = [row for row in rows if row["variant"] == args.variant]
     model = embedded_chat_model()
     model.load()
+    if args.memories == "bm25":
+        rows = bm25_rows(args.split, tokens=args.tokens, tokenizer=model.tokenizer(), limit=args.limit)
+    else:
+        rows = [row for row in json.loads(Path(args.memories).read_text())["rows"] if row["memory"].strip()]
+    if args.variant:
+        rows = [row for row in rows if row["variant"] == args.variant]
     cache = GainCache(model)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     answers = []
@@ -121,15 +192,27 @@ def memory_study(args: argparse.Namespace) -> None:
         order = sorted(range(len(notes)), key=lambda i: -gains[i])
         scored = [score_spans(notes[i], question, model, context=row["memory"]) for i in order]
         given = {"best-note": scored[0].best(distance_weight=0), "best-note+near": scored[0].best()}
+        unnamed = [0.0 if asked_names(notes[i], asked=question) else 1.0 for i in order]
         for k, weight in JOINT:
-            for near in (0.0, DISTANCE_WEIGHT):
+            for near, penalty in ((0.0, 0.0), *((DISTANCE_WEIGHT, p) for p in UNNAMED)):
                 options = [
-                    (score + weight * (gains[i] - gains[order[0]]), span)
-                    for i, note in zip(order[:k], scored[:k], strict=False)
+                    (score + weight * (gains[i] - gains[order[0]]) - penalty * away, span)
+                    for i, note, away in zip(order[:k], scored[:k], unnamed[:k], strict=False)
                     for score, span in zip(note.scores(distance_weight=near), note.spans, strict=True)
                 ]
-                name = f"joint@{k},{weight:g}{'+near' if near else ''}"
+                name = f"joint@{k},{weight:g}{f'+near,{penalty:g}' if near else ''}"
                 given[name] = max(options)[1] if options else scored[0].line
+        whole = whole_memory_options(model, question, notes)
+        for weight in WHOLE:
+            for penalty in (0.0, *UNNAMED):
+                best = max(
+                    (
+                        (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[order.index(i)], phrase)
+                        for score, i, phrase in whole
+                    ),
+                    default=None,
+                )
+                given[f"whole@{weight:g},{penalty:g}"] = best[1] if best else scored[0].line
         hops = "2-hop" if len(row["evidence"]) > 1 else "1-hop"
         kept = "evidence kept" if row["evidence_kept"] == 1 else "evidence lost"
         for mode, answer in given.items():
@@ -138,10 +221,12 @@ def memory_study(args: argparse.Namespace) -> None:
                 scores[mode][f"{key} sub-EM"].append(substring_match(answer, row["golds"]))
         answers.append({"question": question, "golds": row["golds"], "memory": row["memory"], **given})
         print(json.dumps(answers[-1]), flush=True)
-    table = {mode: {k: round(100 * sum(v) / len(v), 1) for k, v in sorted(vs.items())} for mode, vs in scores.items()}
-    report = {"memories": str(args.memories), "n": len(answers), "command": " ".join(sys.argv), "table": table}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({**report, "answers": answers}, indent=1) + "\n")
+        table = {
+            mode: {k: round(100 * sum(v) / len(v), 1) for k, v in sorted(vs.items())} for mode, vs in scores.items()
+        }
+        report = {"memories": args.memories, "n": len(answers), "command": " ".join(sys.argv), "table": table}
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({**report, "answers": answers}, indent=1) + "\n")  # kept as they come
     for mode, row in table.items():
         print(mode, row)
 
