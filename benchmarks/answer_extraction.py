@@ -13,12 +13,14 @@ hop count, and seconds per question. The embedded SmolLM2 engine at its default 
 
 With ``--memories`` (the rows of a `quote_study.py` run, which keep each read's final memory, or ``bm25``: the
 split's tasks at ``--tokens`` with the memory the `bm25-sentences` baseline keeps) the notes are a whole memory
-instead, and the modes choose the line too: ``best-note`` extracts from the note with the best gain
-(the shipped answer without its swap to a second hop), ``joint@k,λ`` scores the phrases of the k best notes
-and answers with the phrase whose score plus λ times its note's gain (relative to the best note's) is highest
-(``+near,P``: with the distance weight, and P nats off the phrases of a note that names nothing the question
-names); ``whole@λ,P`` scores every note's phrases with the whole memory as the passage (one prompt: the model
-reads all the notes, as a reader of a short text would), plus λ times its note's relative gain, less P likewise.
+instead, and the modes choose the line too: ``best-note+near`` extracts from the note with the best gain (the
+shipped answer without its swap to a second hop; ``best-note`` without the distance weight); ``joint@k,λ``
+scores the phrases of the k best notes and answers with the phrase whose score plus λ times its note's gain
+(relative to the best note's) is highest (``+near,P``: with the distance weight, and P nats off the phrases of a
+note that names nothing the question names); ``whole@λ,P`` scores every note's phrases with the whole memory as
+the passage (one prompt: the model reads all the notes, as a reader of a short text would), plus λ times its
+note's relative gain, less P likewise; ``best-phrase, best note for a quantity`` is ``joint@3,0.25+near,20`` but
+for a quantity question (`asks_quantity`), which ``best-note+near`` answers.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from memagent_graph.nodes.quote.extraction import (
     PRIOR_WEIGHT,
     PROMPT,
     asked_names,
+    asks_quantity,
     candidate_spans,
     score_spans,
     word_distances,
@@ -202,6 +205,9 @@ def memory_study(args: argparse.Namespace) -> None:
                 ]
                 name = f"joint@{k},{weight:g}{f'+near,{penalty:g}' if near else ''}"
                 given[name] = max(options)[1] if options else scored[0].line
+        given["best-phrase, best note for a quantity"] = (
+            given["best-note+near"] if asks_quantity(question) else given["joint@3,0.25+near,20"]
+        )
         whole = whole_memory_options(model, question, notes)
         for weight in WHOLE:
             for penalty in (0.0, *UNNAMED):

@@ -3,10 +3,8 @@ verbatim, answered with the phrase asked for or by copying one of them."""
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -327,37 +325,6 @@ def test_extract_mode_answers_with_the_phrase_the_model_scores_best_not_the_rule
     assert result.memory == needle
     assert result.answer == "1998" and model._answer_options == []  # the span rules answer 7731, the first value
     assert [p.split("\n", 1)[0] for p in model._prompts] == [f"Passage: {needle}", "Passage: "]
-
-
-class NameScorer(WordOverlapScorer):
-    """Word-overlap gains; a candidate phrase scores -1 after a passage that holds it (-2 for "Bethel"), -9 else."""
-
-    def score_continuations(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        passage = prompt.split("\n", 1)[0]
-        return [(-2.0 if "Bethel" in c else -1.0) if c.strip() in passage else -9.0 for c in continuations]
-
-
-PRIESTS = "Who was the father of the priests of Bethel?\nJonathan, the son of Gershom, was their priest."
-"""A memory whose best note (by word overlap) names nothing the question names, and a lower one that does."""
-
-
-def _extract_answer(question: str, memory: str, *, temperature: float = 0.0, mode: str = "extract") -> str:
-    cache, settings = GainCache(NameScorer(nats_per_word=10)), replace(_settings(), temperature=temperature)
-    answer = quote_answerer(cache, settings=settings, mode=mode, count=len, rng=random.Random(0), spans=NameScorer())
-    return answer(question, memory, {}).text
-
-
-def test_extract_answers_one_thing_with_the_best_phrase_of_the_best_notes():
-    assert _extract_answer("Who was the father of Jonathan?", PRIESTS) == "Gershom"
-
-
-def test_extract_on_a_drawn_read_answers_from_the_drawn_note_alone():
-    assert _extract_answer("Who was the father of Jonathan?", PRIESTS, temperature=1e-3) == "Bethel"
-
-
-def test_line_mode_answers_a_one_thing_question_with_one_line():
-    line = _extract_answer("Who was the father of Jonathan?", PRIESTS, mode="line")
-    assert line == PRIESTS.splitlines()[0]
 
 
 def test_extract_mode_needs_a_model_that_scores_continuations(tokenizer):

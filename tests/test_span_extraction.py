@@ -8,8 +8,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from memagent_graph.errors import ConfigError
 from memagent_graph.integrations.models.query_likelihood import continuation_log_likelihoods
 from memagent_graph.nodes.quote.extraction import (
-    SpanScores,
-    best_phrase,
+    asked_names,
+    asks_quantity,
     candidate_spans,
     require_span_scorer,
     score_spans,
@@ -149,29 +149,13 @@ def test_extract_needs_a_model_that_scores_continuations():
         require_span_scorer(object())
 
 
-def _scores(line, spans, scores, *, named=True):
-    """`SpanScores` whose given scores are ``scores`` (no prior, no distances)."""
-    return SpanScores(line, spans, scores, [0.0] * len(spans), [0] * len(spans), named)
+def test_asked_names_are_the_line_words_the_question_also_writes_capitalised():
+    line = "And Jonathan, the son of Gershom, was their priest."
+    assert asked_names(line, asked="Who was the father of Jonathan?") == [1]
+    assert asked_names(line, asked="Who was their priest?") == []  # "Who" is a question word, not a name
 
 
-def test_best_phrase_answers_from_a_lower_note_that_names_the_asked_person():
-    unnamed = _scores("Who was the father of the priests of Bethel?", ["Bethel"], [-1.0], named=False)
-    named = _scores("Jonathan, the son of Gershom, was their priest.", ["Gershom"], [-3.0])
-    assert best_phrase([unnamed, named], [50.0, 30.0]) == "Gershom"  # -3 - 0.25 * 20 vs -1 - 20
-    assert best_phrase([unnamed, named], [50.0, 30.0], unnamed_nats=0) == "Bethel"
-
-
-def test_best_phrase_weighs_each_phrase_by_how_far_its_note_is_below_the_best():
-    best, lower = _scores("A.", ["Dan"], [-4.0]), _scores("B.", ["Asher"], [-2.0])
-    assert best_phrase([best, lower], [40.0, 36.0]) == "Asher"  # -4 vs -2 - 1
-    assert best_phrase([best, lower], [40.0, 20.0]) == "Dan"  # -4 vs -2 - 5
-
-
-def test_best_phrase_answers_with_the_first_line_when_no_note_has_a_phrase():
-    assert best_phrase([_scores("Elon.", [], []), _scores("Dan.", [], [])], [3.0, 1.0]) == "Elon."
-
-
-def test_a_note_names_the_asked_person_when_it_writes_a_name_the_question_writes():
-    scorer = ScriptedScorer(given={"Gershom": -1.0}, prior={"Gershom": -1.0})
-    assert score_spans("Jonathan, the son of Gershom.", "Who was the father of Jonathan?", scorer).named
-    assert not score_spans("The son of Gershom.", "Who was the father of Jonathan?", scorer).named
+def test_a_quantity_question_asks_how_many_how_long_how_old_or_which_year():
+    assert asks_quantity("How old was Jared when Enoch was born to him?")
+    assert asks_quantity("In which year did Ahaz reign?")
+    assert not asks_quantity("Who was the father of Jonathan?")

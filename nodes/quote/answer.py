@@ -4,13 +4,11 @@ The answering note is the note that predicts the question best, and when the que
 the notes that predict it as well (within `TIE_NATS`: the four values of one key tie, a distractor key's needle
 does not); each is replaced by its second hop when the memory holds one (`second_hops`): the end of the chain.
 In ``extract`` mode each contributes the phrase the model chooses (`quote.extraction`: the candidate span it
-scores likeliest as the answer); a question that asks for one thing is answered, on a greedy read, with the best
-phrase of the `extraction.NOTES_SCORED` best notes (`extraction.best_phrase`: the verse that names the person
-asked about often predicts the question less well than one that repeats its words). In ``span`` mode, a run of
-names or values that neither the question nor its first hop mentions (a number, in digits or words, a place, a
-name; names first when the question asks who or where; among several of one kind, the one the line makes most
-likely as the answer: `span_gains`), the whole line when there is none; several are joined by ", ". In ``line``
-mode, the whole lines. Every answer character is the memory's.
+scores likeliest as the answer); in ``span`` mode, a run of names or values that neither the question nor its
+first hop mentions (a number, in digits or words, a place, a name; names first when the question asks who or
+where; among several of one kind, the one the line makes most likely as the answer: `span_gains`), the whole
+line when there is none; several are joined by ", ". In ``line`` mode, the whole lines. Every answer character
+is the memory's.
 ``copy`` leaves the choice to the model: its reply must copy one whole line (`LocalChatModel`'s
 ``quote_from``). At a temperature the answering note is drawn from the notes' gains (`quote.choice`), and a
 caller may receive the draw (``on_draw``: the trainer's recorder).
@@ -23,14 +21,13 @@ import random
 import re
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 
 from memagent_graph.config import QuoteAnswer
 from memagent_graph.nodes.model_call import Completion
 from memagent_graph.nodes.quote.choice import Draw, choose
-from memagent_graph.nodes.quote.extraction import NOTES_SCORED, SpanScorer, SpanScores, best_phrase, score_spans
+from memagent_graph.nodes.quote.extraction import SpanScorer, score_spans
 from memagent_graph.nodes.quote.phrases import phrase_runs
 from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally, bridge_terms
 from memagent_graph.nodes.quote.selection import QuoteSettings, second_hops
@@ -50,15 +47,6 @@ _SEVERAL = re.compile(
 _ASKS_NAME = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
 
 
-class AnswerLine(NamedTuple):
-    """A line to answer from: a note or the second hop it leads to, the first hop it was reached through ("" when
-    it is the note itself), and the note's gain."""
-
-    line: str
-    first_hop: str
-    gain: float
-
-
 def answer_lines(
     question: str,
     notes: list[str],
@@ -67,25 +55,18 @@ def answer_lines(
     settings: QuoteSettings,
     tally: ScoreTally,
     rng: random.Random | None = None,
-    alternatives: int = 1,
-) -> tuple[list[AnswerLine], Draw]:
-    """The answering notes and the draw: the best note (drawn from ``rng`` at ``settings.temperature``); when the
-    question `asks_for_several`, the others within `TIE_NATS` of the best gain; else, on a greedy read, the next
-    best up to ``alternatives`` notes in all (for `extraction.best_phrase` to choose among). Each is replaced by
-    its second hop when the memory holds one."""
+) -> tuple[list[tuple[str, str]], Draw]:
+    """Each answering note as (the line to answer from, the first hop it was reached through or "" when it is the
+    note itself): the best note (drawn from ``rng`` at ``settings.temperature``), and when the question
+    `asks_for_several` the others within `TIE_NATS` of the best gain; and the draw."""
     gains = cache.gains(question, notes, tally)
     choice = choose(gains, stop_gain=None, temperature=settings.temperature, rng=rng)
     first = choice.order[0]
-    ranked = sorted(range(len(notes)), key=lambda i: -gains[i])
-    if asks_for_several(question):
-        others = [i for i in ranked if gains[i] >= max(gains) - TIE_NATS]
-    else:
-        others = ranked[:alternatives] if settings.temperature == 0 else []
+    ties = [i for i in sorted(range(len(notes)), key=lambda i: -gains[i]) if gains[i] >= max(gains) - TIE_NATS]
     chosen = []
-    for index in [first, *(i for i in others if i != first)]:
+    for index in [first, *(i for i in ties if i != first)] if asks_for_several(question) else [first]:
         hops = second_hops(question, notes[index], notes, cache, min_share=settings.hop_min_share, tally=tally)
-        line, first_hop = (hops[0], notes[index]) if hops else (notes[index], "")
-        chosen.append(AnswerLine(line, first_hop, gains[index]))
+        chosen.append((hops[0], notes[index]) if hops else (notes[index], ""))
     return chosen, Draw(question, tuple(notes), choice, None, settings.temperature)
 
 
@@ -146,20 +127,23 @@ def quote_answerer(
         started = time.perf_counter()
         notes = [line for line in memory.splitlines() if line.strip()]
         tally = ScoreTally(count)
-        lines: list[AnswerLine] = []
+        lines: list[tuple[str, str]] = []
         if notes:
-            alternatives = NOTES_SCORED if mode == "extract" else 1
-            lines, draw = answer_lines(
-                question, notes, cache, settings=settings, tally=tally, rng=rng, alternatives=alternatives
-            )
+            lines, draw = answer_lines(question, notes, cache, settings=settings, tally=tally, rng=rng)
             if on_draw is not None:
                 on_draw(draw)
-        if mode == "extract" and lines and not asks_for_several(question):
-            assert spans is not None
-            scored = [_scored(line, question, spans, memory=memory, tally=tally) for line in lines]
-            parts = [best_phrase(scored, [line.gain for line in lines])]
-        else:
-            parts = [_phrase(line, question, mode, cache, spans, memory=memory, tally=tally) for line in lines]
+        parts = []
+        for line, first_hop in lines:
+            known = bridge_terms(first_hop, question, context=memory) if first_hop else ""
+            if mode == "line":
+                parts.append(line)
+                continue
+            if mode == "extract":
+                assert spans is not None
+                parts.append(score_spans(line, question, spans, known=known, context=memory, tally=tally).best())
+                continue
+            rank = functools.partial(span_gains, cache, question=question, line=line, tally=tally)
+            parts.append(answer_span(line, question, known=known, context=memory, rank=rank))
         text = ("\n" if mode == "line" else ", ").join(dict.fromkeys(parts))
         return Completion(
             text=text,
@@ -170,34 +154,3 @@ def quote_answerer(
         )
 
     return answer
-
-
-def _scored(line: AnswerLine, question: str, spans: SpanScorer, *, memory: str, tally: ScoreTally) -> SpanScores:
-    """``line``'s candidate phrases scored by ``spans`` (`score_spans`; the first hop's names count as asked)."""
-    return score_spans(line.line, question, spans, known=_known(line, question, memory), context=memory, tally=tally)
-
-
-def _known(line: AnswerLine, question: str, memory: str) -> str:
-    """The names ``line``'s first hop adds to what the question asks ("" for a note answered itself)."""
-    return bridge_terms(line.first_hop, question, context=memory) if line.first_hop else ""
-
-
-def _phrase(
-    line: AnswerLine,
-    question: str,
-    mode: AnswerMode,
-    cache: GainCache,
-    spans: SpanScorer | None,
-    *,
-    memory: str,
-    tally: ScoreTally,
-) -> str:
-    """What one answering line answers in ``mode``: itself (``line``), the model's phrase (``extract``) or the
-    rules' (``span``)."""
-    if mode == "line":
-        return line.line
-    if mode == "extract":
-        assert spans is not None
-        return _scored(line, question, spans, memory=memory, tally=tally).best()
-    rank = functools.partial(span_gains, cache, question=question, line=line.line, tally=tally)
-    return answer_span(line.line, question, known=_known(line, question, memory), context=memory, rank=rank)

@@ -12,9 +12,7 @@ verse (classic QA's proximity feature; a 135M model alone often picks the verse'
 question that asks for a quantity is answered by one of the note's values when it has any (the answer type). The
 best candidate answers, so every answer character is the note's and the choice is the model's. Chosen on the
 validation book (Judges, 56 questions, the answering verse given: `benchmarks/answer_extraction.py`); the chat
-template scored worse than plain text in a probe on other text (../shared/research/real_text.md). Over several
-notes (`best_phrase`), a phrase also weighs its note's gain and loses `UNNAMED_NATS` when its note names nothing
-the question names (chosen on the same book with whole memories: `answer_extraction.py --memories bm25`).
+template scored worse than plain text in a probe on other text (../shared/research/real_text.md).
 """
 
 from __future__ import annotations
@@ -36,15 +34,6 @@ mutual information). Chosen on the validation book among 0, 0.25, 0.5, 0.75 and 
 DISTANCE_WEIGHT = 1.0
 """Nats taken off a candidate per word between it and the nearest name the question gives. Chosen on the
 validation book among 0, 0.25, 0.5, 1 and 2 (EM 57.1 without, 76.8 with; the nearest candidate alone: 71.4)."""
-NOTES_SCORED = 3
-"""A question that asks for one thing is answered from the phrases of this many best notes (by gain), not the
-best note's alone (`best_phrase`): a verse that names the asked person often predicts the question less well
-than one that repeats its words."""
-GAIN_WEIGHT = 0.25
-"""Nats a phrase gains per nat of its note's gain over the best note's (the note's gain is below or equal)."""
-UNNAMED_NATS = 20.0
-"""Nats taken off every phrase of a note that names nothing the question (or its first hop) names: its phrases
-all count 0 words of distance (`word_distances`), as if each stood next to the name asked."""
 _NAME = re.compile(r"\S+")
 """A word of a run of names (runs join names across spaces only)."""
 _NOT_ANCHORS = frozenset(
@@ -76,12 +65,17 @@ def require_span_scorer(model: object) -> SpanScorer:
     return model
 
 
+def asks_quantity(question: str) -> bool:
+    """Whether ``question`` asks how many, how much, how long, how old, what age or which year."""
+    return _ASKS_QUANTITY.search(question) is not None
+
+
 def candidate_spans(line: str, *, asked: str, context: str = "") -> list[Span]:
     """Where the phrases of ``line`` that could answer are (`phrase_runs`: names and values that ``asked`` does
     not mention, ``context`` the rest of the memory), with each name of a run of several ("Jael" of "Jael
     Heber"), in reading order; only the values when ``asked`` asks for a quantity and the line has one."""
     names, values = phrase_runs(line, asked=asked, context=context)
-    if values and _ASKS_QUANTITY.search(asked):
+    if values and asks_quantity(asked):
         return values
     words = [(start + w.start(), start + w.end()) for start, end in names for w in _NAME.finditer(line[start:end])]
     return sorted({*names, *values, *words})
@@ -117,8 +111,6 @@ class SpanScores:
     """log p(" span\n" | the prompt with an empty passage)."""
     distances: list[int]
     """Words between each span and the nearest name the question gives (`word_distances`)."""
-    named: bool = True
-    """Whether the note names something the question (or its first hop) names (`asked_names`)."""
 
     def scores(self, prior_weight: float = PRIOR_WEIGHT, distance_weight: float = DISTANCE_WEIGHT) -> list[float]:
         """Each candidate's ``given - prior_weight * prior - distance_weight * distance``."""
@@ -148,10 +140,9 @@ def score_spans(
     """The candidates of ``line`` (`candidate_spans`, ``known`` the first hop's names) scored by the model as
     the answer to ``question``, with the note and without it; what it scored is added to ``tally``."""
     asked = f"{question} {known}"
-    named = bool(asked_names(line, asked=asked))
     places = candidate_spans(line, asked=asked, context=context)
     if not places:
-        return SpanScores(line, [], [], [], [], named)
+        return SpanScores(line, [], [], [], [])
     # each phrase once, at its first place: a name said everywhere ("Israel") is near a name asked somewhere
     # (measured at its nearest place instead, EM fell from 76.8 to 75.0 on the validation book)
     first: dict[str, int] = {}
@@ -165,25 +156,4 @@ def score_spans(
     if tally is not None:
         tally.add_continuations(prompt, continuations)
         tally.add_continuations(bare, continuations)
-    return SpanScores(line, spans, given, prior, list(first.values()), named)
-
-
-def best_phrase(
-    notes: Sequence[SpanScores],
-    gains: Sequence[float],
-    *,
-    gain_weight: float = GAIN_WEIGHT,
-    unnamed_nats: float = UNNAMED_NATS,
-) -> str:
-    """The ``extract`` answer from several notes (``gains`` theirs): the phrase of the highest `SpanScores.scores`
-    plus ``gain_weight`` times its note's gain over the best one's, less ``unnamed_nats`` when its note names
-    nothing asked (the first of a tie); the first note's line when no note has a candidate."""
-    top = max(gains)
-    options = [
-        (score + gain_weight * (gain - top) - (0.0 if note.named else unnamed_nats), span)
-        for note, gain in zip(notes, gains, strict=True)
-        for score, span in zip(note.scores(), note.spans, strict=True)
-    ]
-    if not options:
-        return notes[0].line
-    return max(enumerate(options), key=lambda option: (option[1][0], -option[0]))[1][1]
+    return SpanScores(line, spans, given, prior, list(first.values()))
