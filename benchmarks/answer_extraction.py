@@ -84,11 +84,14 @@ def main() -> None:
     )
     parser.add_argument("--tokens", type=int, default=16384, help="with --memories bm25: the documents' length")
     parser.add_argument("--variant", help="with --memories: only this variant's reads")
+    parser.add_argument(
+        "--model-dir", default=None, help="a local Hugging Face model folder to score with (default: SmolLM2)"
+    )
     args = parser.parse_args()
     if args.memories is not None:
         return memory_study(args)
 
-    model = embedded_chat_model()
+    model = embedded_chat_model(model_path=args.model_dir)
     model.load()
     cache = GainCache(model)
     tasks = real_text_tasks(args.split, tokens=4096, tokenizer=model.tokenizer(), limit=args.limit)
@@ -115,6 +118,7 @@ def main() -> None:
         print(json.dumps(answers[-1]), flush=True)
         report = {
             "split": args.split,
+            "model": model._identifying_params["model_name"],
             "machine": platform.processor() or platform.machine(),
             "command": " ".join(sys.argv),
             "table": summarize(scores, seconds, len(answers)),
@@ -185,7 +189,7 @@ def bm25_rows(split: str, *, tokens: int, tokenizer: Any, limit: int | None) -> 
 
 def memory_study(args: argparse.Namespace) -> None:
     """The answer step over whole memories (module doc): every mode from one scoring of each note's phrases."""
-    model = embedded_chat_model()
+    model = embedded_chat_model(model_path=args.model_dir)
     model.load()
     if args.memories == "bm25":
         rows = bm25_rows(args.split, tokens=args.tokens, tokenizer=model.tokenizer(), limit=args.limit)
@@ -238,7 +242,13 @@ def memory_study(args: argparse.Namespace) -> None:
         table = {
             mode: {k: round(100 * sum(v) / len(v), 1) for k, v in sorted(vs.items())} for mode, vs in scores.items()
         }
-        report = {"memories": args.memories, "n": len(answers), "command": " ".join(sys.argv), "table": table}
+        report = {
+            "memories": args.memories,
+            "model": model._identifying_params["model_name"],
+            "n": len(answers),
+            "command": " ".join(sys.argv),
+            "table": table,
+        }
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({**report, "answers": answers}, indent=1) + "\n")  # kept as they come
     for mode, cells in table.items():

@@ -143,11 +143,15 @@ def main() -> None:
         choices=["auto", "bfloat16", "float32"],
         help="the engine's weights (auto: bf16 where native)",
     )
+    parser.add_argument(
+        "--model-dir", default=None, help="a local Hugging Face model folder to read with (default: SmolLM2)"
+    )
     args = parser.parse_args()
 
     from memagent_graph.integrations.models.embedded_chat import embedded_chat_model, embedded_tokenizer
 
-    model, tokenizer = embedded_chat_model(temperature=0.0, dtype=args.dtype), embedded_tokenizer()
+    model = embedded_chat_model(temperature=0.0, dtype=args.dtype, model_path=args.model_dir)
+    tokenizer = embedded_tokenizer() if args.model_dir is None else model.tokenizer()
     model.load()
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     readers = {
@@ -202,6 +206,7 @@ def main() -> None:
                     "seed": args.seed,
                     "machine": platform.processor() or platform.machine(),
                     "dtype": args.dtype,
+                    "model": model._identifying_params["model_name"],
                     "date": time.strftime("%Y-%m-%d"),
                     "command": " ".join(sys.argv),
                     "first_stage_recall_k16": {k: round(sum(v) / len(v), 3) for k, v in recall.items()},

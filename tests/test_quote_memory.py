@@ -15,7 +15,7 @@ from pydantic import PrivateAttr
 
 from memagent_graph import MemAgent, MemAgentConfig, TextDocument
 from memagent_graph.errors import ConfigError
-from memagent_graph.integrations.models.embedded_engine import _line_continuations
+from memagent_graph.integrations.models.embedded_engine import _line_continuations, start_ids
 from memagent_graph.nodes.quote.answer import answer_span, asks_for_several, quote_answerer
 from memagent_graph.nodes.quote.memory import QUOTE_FINISH_REASON, complete_last_sentence, quote_update, split_sentences
 from memagent_graph.nodes.quote.prefilter import prefilter
@@ -369,3 +369,21 @@ def test_among_several_names_the_span_is_the_one_ranked_most_likely_answer():
     question = "What was the name of the first midwife?"
     assert answer_span(line, question) == "Egypt"
     assert answer_span(line, question, rank=lambda spans: [float(s == "Shiphrah") for s in spans]) == "Shiphrah"
+
+
+class _MarkingTokenizer:
+    """Characters as ids; with special tokens, ``before`` ids open the text and ``after`` ids close it."""
+
+    def __init__(self, before: list[int], after: list[int]) -> None:
+        self.before, self.after = before, after
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        ids = [ord(c) for c in text]
+        return [*self.before, *ids, *self.after] if add_special_tokens else ids
+
+
+def test_scoring_prompts_open_with_the_tokens_a_tokenizer_puts_before_text_and_nothing_else():
+    assert start_ids(_MarkingTokenizer([2], [])) == [2]  # Gemma's <bos>
+    assert start_ids(_MarkingTokenizer([], [])) == []  # SmolLM2 adds nothing
+    assert start_ids(_MarkingTokenizer([], [1])) == []  # an end-of-text mark is not a start
+    assert start_ids(_MarkingTokenizer([2], [1])) == [2]

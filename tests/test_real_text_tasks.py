@@ -25,6 +25,7 @@ from memagent_graph.training.data.real_text import (
     real_text_tasks,
     split_verses,
 )
+from memagent_graph.training.data.task_suite import real_text_haystack_task, real_text_task
 
 pytestmark = pytest.mark.integration  # mines three splits, tokenizes them with the real tokenizer: ~15 s
 
@@ -159,6 +160,26 @@ def test_documents_are_the_books_own_verses_and_evidence_offsets_slice_them(task
     whole = "\n".join(verse.text for verse in split_verses("test"))
     assert all(task.window == (0, len(split_verses("test"))) for task in tasks["test", 65_536])  # Genesis < 64K
     assert tasks["test", 65_536][0].document == whole
+
+
+def test_a_haystack_task_holds_the_book_whole_at_a_seeded_depth_of_help_topics(embedded_tokenizer):
+    tokens = 200_000
+    task = real_text_haystack_task(0, tokens=tokens, tokenizer=embedded_tokenizer, split="eval")
+    book = real_text_task(0, tokens=tokens, tokenizer=embedded_tokenizer, split="eval")
+    at = task.document.index(book.document)
+    assert at > 0 and task.document.count(book.document) == 1 and len(task.document) > len(book.document) + at
+    assert task.question == book.question and task.golds == book.golds
+    for verse, text in zip(task.evidence_verses, task.evidence, strict=True):
+        assert task.document[verse.start : verse.end] == text
+    assert 0.97 * tokens <= embedded_tokenizer.count(task.document) <= 1.01 * tokens
+    again = real_text_haystack_task(0, tokens=tokens, tokenizer=embedded_tokenizer, split="eval")
+    assert again.document == task.document
+    assert (
+        real_text_haystack_task(1, tokens=tokens, tokenizer=embedded_tokenizer, split="eval").document.index(
+            real_text_task(1, tokens=tokens, tokenizer=embedded_tokenizer, split="eval").document
+        )
+        != at
+    )  # each question its own depth
 
 
 def test_every_answer_is_stated_at_the_evidence_and_unique_in_its_document(tasks):

@@ -87,6 +87,7 @@ class Engine:
         self.hf_tokenizer: Any = None
         self.eos_ids: frozenset[int] = frozenset()
         self.pad_id = 0
+        self.start_ids: list[int] = []
         self.generate_calls = 0
         self._folder: Path | None = None
         self._tokenizer: HuggingFaceTokenizer | None = None
@@ -145,6 +146,7 @@ class Engine:
                 eos_ids.add(tokenizer.eos_token_id)
             self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
             self.eos_ids = frozenset(eos_ids)
+            self.start_ids = start_ids(tokenizer)
             self.hf_tokenizer = tokenizer
             self.model = model
             logger.info("loaded %s from %s in %.1f s", self.name, folder, time.perf_counter() - started)
@@ -223,7 +225,7 @@ class Engine:
         self.load()
         encode = functools.partial(self.hf_tokenizer.encode, add_special_tokens=False)
         query = query_likelihood.question_ids(encode, question)
-        prompts = query_likelihood.passage_prompt_ids(encode, passages)
+        prompts = [self.start_ids + prompt for prompt in query_likelihood.passage_prompt_ids(encode, passages)]
         with self._compute_lock, torch.inference_mode():
             scores = query_likelihood.query_log_likelihoods(self.model, query, prompts, pad_id=self.pad_id)
         return [float(score) for score in scores]
@@ -235,7 +237,7 @@ class Engine:
         encode = functools.partial(self.hf_tokenizer.encode, add_special_tokens=False)
         with self._compute_lock:
             return query_likelihood.continuation_log_likelihoods(
-                self.model, encode(prompt), [encode(c) for c in continuations]
+                self.model, self.start_ids + encode(prompt), [encode(c) for c in continuations]
             )
 
     def _result(self, generation: Generation, prompt_size: int, stop: tuple[str, ...]) -> ChatResult:
@@ -257,6 +259,14 @@ class Engine:
         return ChatResult(
             generations=[ChatGeneration(message=message, generation_info={"finish_reason": finish_reason})]
         )
+
+
+def start_ids(tokenizer: Any) -> list[int]:
+    """The ids ``tokenizer`` puts before any text (Gemma's ``<bos>``, without which it predicts poorly; none for
+    SmolLM2): scoring prompts are encoded without special tokens and start with these."""
+    plain = tokenizer.encode("a", add_special_tokens=False)
+    marked = tokenizer.encode("a")
+    return next((marked[:at] for at in range(len(marked)) if marked[at : at + len(plain)] == plain), [])
 
 
 def _line_copier(lines: Sequence[Sequence[int]], prompt_width: int, eos_ids: frozenset[int]) -> Any:

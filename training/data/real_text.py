@@ -30,7 +30,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -38,6 +38,7 @@ from typing import Literal, overload
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
+from memagent_graph.training.data.haystacks import HaystackSource, filler
 from memagent_graph.training.data.tasks import Task
 
 RealTextSplit = Literal["train", "validation", "test"]
@@ -1213,6 +1214,25 @@ def real_text_tasks(
                 plans.append(_worded(question, mined, split, window, rng.randrange(wordings) if pick is None else pick))
     random.Random(f"{split}/{seed}").shuffle(plans)
     return RealTextTasks(split, plans[:limit])
+
+
+def in_haystack(
+    task: RealTextTask, *, tokens: int, tokenizer: Tokenizer, rng: random.Random, source: HaystackSource = "docs"
+) -> RealTextTask:
+    """``task`` with its document (the window of verses, unchanged) at a random depth of ``source`` filler, about
+    ``tokens`` tokens in all, its evidence offsets moved with it: real text at lengths past the split's own books
+    (``docs``, CPython's help topics, shares no name with the verses; a book of the Bible might state the answer
+    another way). A document already as long is returned as it is."""
+    missing = tokens - tokenizer.count(task.document)
+    if missing <= 0:
+        return task
+    before = rng.randint(0, missing)
+    head = "\n".join(filler(before, source=source, tokenizer=tokenizer, rng=rng))
+    tail = "\n".join(filler(missing - before, source=source, tokenizer=tokenizer, rng=rng))
+    prefix = f"{head}\n" if head else ""
+    moved = tuple(replace(v, start=v.start + len(prefix), end=v.end + len(prefix)) for v in task.evidence_verses)
+    document = prefix + task.document + (f"\n{tail}" if tail else "")
+    return replace(task, document=document, evidence_verses=moved)
 
 
 def _seed(split: str, seed: int, question: MinedQuestion, pick: int | None) -> int:

@@ -23,7 +23,13 @@ from typing import Literal
 
 from memagent_graph.documents.tokenization import Tokenizer
 from memagent_graph.errors import ConfigError
-from memagent_graph.training.data.real_text import RealTextSplit, RealTextTasks, real_text_tasks
+from memagent_graph.training.data.real_text import (
+    RealTextSplit,
+    RealTextTask,
+    RealTextTasks,
+    in_haystack,
+    real_text_tasks,
+)
 from memagent_graph.training.data.ruler_tasks import Split, common_words, frequent_words, niah, variable_tracking
 from memagent_graph.training.data.tasks import Task
 from memagent_graph.training.data.two_hop import two_hop
@@ -73,6 +79,15 @@ def real_text_task(index: int, *, tokens: int, tokenizer: Tokenizer, split: Suit
     return tasks[index]
 
 
+def real_text_haystack_task(index: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit, seed: int = 0) -> Task:
+    """`real_text_task` ``index`` at ``tokens``, its window (the split's books whole, where they are shorter) at a
+    seeded depth of CPython's help topics up to ``tokens`` (`real_text.in_haystack`): real text at 1M tokens."""
+    task = real_text_task(index, tokens=tokens, tokenizer=tokenizer, split=split, seed=seed)
+    assert isinstance(task, RealTextTask)
+    rng = random.Random(task_seed("realtext_haystack", split, seed, index))
+    return in_haystack(task, tokens=tokens, tokenizer=tokenizer, rng=rng)
+
+
 @lru_cache(maxsize=8)
 def _real_text_list(
     split: RealTextSplit, tokens: int, tokenizer_name: str, tokenizer: Tokenizer, seed: int
@@ -98,6 +113,12 @@ TASK_KINDS: dict[str, TaskKind] = {
     "two_hop": TaskKind(two_hop, _ALL, "two linked facts far apart"),
     "realtext": TaskKind(
         real_text_task, "substring_match", "questions mined from the King James Version, held out by book", True
+    ),
+    "realtext_haystack": TaskKind(
+        real_text_haystack_task,
+        "substring_match",
+        "realtext questions, their books at a seeded depth of CPython's help topics (for lengths past the books)",
+        True,
     ),
 }
 
