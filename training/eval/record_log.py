@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -12,6 +14,22 @@ from memagent_graph.config import MemAgentConfig
 from memagent_graph.errors import ConfigError
 
 R = TypeVar("R")
+
+READING_CODE = ("memagent_graph.nodes", "memagent_graph.training.data", "memagent_graph.integrations.models")
+"""The packages whose code decides an evaluation's answers: the reading policies and answer steps, the tasks,
+the models' scoring (`reading_code_digest`)."""
+
+
+def reading_code_digest(packages: tuple[str, ...] = READING_CODE) -> str:
+    """A digest of ``packages``' Python sources, kept in an evaluation's settings so that ``--resume`` refuses to
+    add answers of changed code to a folder's older ones (a changed answer step is no setting)."""
+    digest = hashlib.sha256()
+    for name in packages:
+        folder = Path(next(iter(importlib.import_module(name).__path__)))
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(f"{name}/{path.relative_to(folder).as_posix()}".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class RecordLog(Generic[R]):
@@ -36,8 +54,9 @@ class RecordLog(Generic[R]):
                 raise ConfigError(f"nothing to resume in {self.folder}: no settings.json (run without --resume)")
             saved = json.loads(settings_path.read_text(encoding="utf-8"))
             if changed := _changed(saved, settings, growable=growable):
+                code = " (the reading code has changed since that run)" if "reading_code" in changed else ""
                 raise ConfigError(
-                    f"--resume: {self.folder} was run with other settings ({', '.join(changed)}); "
+                    f"--resume: {self.folder} was run with other settings ({', '.join(changed)}){code}; "
                     "run them again as they were, or use another --output-dir"
                 )
         elif self.path.is_file() and self.path.stat().st_size:
