@@ -262,8 +262,8 @@ class Engine:
 
 
 def start_ids(tokenizer: Any) -> list[int]:
-    """The ids ``tokenizer`` puts before any text (Gemma's ``<bos>``, without which it predicts poorly; none for
-    SmolLM2): scoring prompts are encoded without special tokens and start with these."""
+    """The ids ``tokenizer`` puts before any text (Gemma's ``<bos>``, which it always saw first in training; none
+    for SmolLM2): scoring prompts are encoded without special tokens and start with these."""
     plain = tokenizer.encode("a", add_special_tokens=False)
     marked = tokenizer.encode("a")
     return next((marked[:at] for at in range(len(marked)) if marked[at : at + len(plain)] == plain), [])
