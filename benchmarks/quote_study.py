@@ -144,14 +144,18 @@ def main() -> None:
         help="the engine's weights (auto: bf16 where native)",
     )
     parser.add_argument(
-        "--model-dir", default=None, help="a local Hugging Face model folder to read with (default: SmolLM2)"
+        "--model-dir",
+        default=None,
+        help="a local Hugging Face model folder to read with, in its own tokens (default: SmolLM2); "
+        "the documents are cut to SmolLM2's token counts either way",
     )
     args = parser.parse_args()
 
     from memagent_graph.integrations.models.embedded_chat import embedded_chat_model, embedded_tokenizer
 
     model = embedded_chat_model(temperature=0.0, dtype=args.dtype, model_path=args.model_dir)
-    tokenizer = embedded_tokenizer() if args.model_dir is None else model.tokenizer()
+    task_tokenizer = embedded_tokenizer()  # every model reads the same documents, cut to SmolLM2's token counts
+    tokenizer = task_tokenizer if args.model_dir is None else model.tokenizer()
     model.load()
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     readers = {
@@ -167,7 +171,7 @@ def main() -> None:
         for tokens in parse_lengths(args.lengths):
             for index in range(args.samples):
                 task = suite_task(
-                    task_name, index, tokens=tokens, tokenizer=tokenizer, split=args.split, seed=args.seed
+                    task_name, index, tokens=tokens, tokenizer=task_tokenizer, split=args.split, seed=args.seed
                 )
                 share = stage_recall(task, tokenizer, chunk_tokens=EMBEDDED_READING["chunk_tokens"], keep=16)
                 if share is not None:
