@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memagent_graph.integrations.model_choice import EMBEDDED_READING
-from memagent_graph.integrations.models.embedded_chat import embedded_chat_model
+from memagent_graph.integrations.models.embedded_chat import embedded_chat_model, embedded_tokenizer
 from memagent_graph.nodes.quote.answer import answer_span, span_gains
 from memagent_graph.nodes.quote.extraction import (
     DISTANCE_WEIGHT,
@@ -97,7 +97,7 @@ def main() -> None:
     model = embedded_chat_model(model_path=args.model_dir)
     model.load()
     cache = GainCache(model)
-    tasks = real_text_tasks(args.split, tokens=4096, tokenizer=model.tokenizer(), limit=args.limit)
+    tasks = real_text_tasks(args.split, tokens=4096, tokenizer=embedded_tokenizer(), limit=args.limit)
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     seconds: dict[str, float] = defaultdict(float)
     answers = []
@@ -195,7 +195,8 @@ def memory_study(args: argparse.Namespace) -> None:
     model = embedded_chat_model(model_path=args.model_dir)
     model.load()
     if args.memories == "bm25":
-        rows = bm25_rows(args.split, tokens=args.tokens, tokenizer=model.tokenizer(), limit=args.limit)
+        # SmolLM2's tokens for every model: the same documents and the same memories
+        rows = bm25_rows(args.split, tokens=args.tokens, tokenizer=embedded_tokenizer(), limit=args.limit)
     else:
         rows = [row for row in json.loads(Path(args.memories).read_text())["rows"] if row["memory"].strip()]
     if args.variant:
