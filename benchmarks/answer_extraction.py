@@ -6,7 +6,8 @@ kept note, and each mode answers from it: ``span`` (the hand-written rules, with
 ``extract`` (the model scores the note's phrases, `quote.extraction`), also at each ``--prior-weights`` and
 ``--distance-weights`` value (``extract@w,d``: the same scores, another weight of the candidates' prior and of
 their distance in words from the names the question gives). Reports exact match, sub-EM and F1 per mode and per
-hop count, and seconds per question. The embedded SmolLM2 engine at its default dtype.
+hop count, and seconds per question. The embedded SmolLM2 engine at its default dtype, or ``--model-dir`` (a local
+model folder: Gemma 3 270M from `gemma_model.py`) on the same questions and memories.
 
     python benchmarks/answer_extraction.py --split validation \
         --output benchmarks/results/answer_extraction/validation.json
