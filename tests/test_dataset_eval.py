@@ -98,14 +98,25 @@ def test_a_resume_with_other_settings_is_refused(memagent, server, tmp_path):
     assert "was run with other settings (reading)" in result.stderr
 
 
-@pytest.mark.integration
-def test_a_resume_after_the_reading_code_changed_is_refused(memagent, server, tmp_path):
+def _one_row_then_settings_edited(memagent, server, tmp_path, edit):
+    """A run of the first of two rows into ``tmp_path/out``, then its settings.json rewritten by ``edit``
+    (as an older run would have written it); the data file's path."""
     path = write_format(tmp_path, "generic.jsonl", _rows(["code0", "code1"]))
     assert _eval(memagent, server, path, tmp_path / "out", "--limit", "1").returncode == 0
     settings = tmp_path / "out" / "settings.json"
     saved = json.loads(settings.read_text())
-    assert saved["reading_code"] == reading_code_digest()
-    settings.write_text(json.dumps({**saved, "reading_code": "an older reader"}))
+    edit(saved)
+    settings.write_text(json.dumps(saved))
+    return path
+
+
+@pytest.mark.integration
+def test_a_resume_after_the_reading_code_changed_is_refused(memagent, server, tmp_path):
+    def older_reader(saved):
+        assert saved["reading_code"] == reading_code_digest()
+        saved["reading_code"] = "an older reader"
+
+    path = _one_row_then_settings_edited(memagent, server, tmp_path, older_reader)
     result = _eval(memagent, server, path, tmp_path / "out", "--resume")
     assert result.returncode != 0 and "the reading code has changed since that run" in result.stderr
 
@@ -126,14 +137,10 @@ def test_the_reading_code_digest_follows_every_source_file_of_its_packages(tmp_p
 
 @pytest.mark.integration
 def test_a_run_made_before_a_reading_option_existed_resumes_with_that_option_at_its_default(memagent, server, tmp_path):
-    import json
+    def before_segments(saved):
+        del saved["reading"]["segments"]  # as written before `segments` was an option
 
-    path = write_format(tmp_path, "generic.jsonl", _rows(["code0", "code1"]))
-    assert _eval(memagent, server, path, tmp_path / "out", "--limit", "1").returncode == 0
-    settings = tmp_path / "out" / "settings.json"
-    older = json.loads(settings.read_text())
-    del older["reading"]["segments"]  # as written before `segments` was an option
-    settings.write_text(json.dumps(older))
+    path = _one_row_then_settings_edited(memagent, server, tmp_path, before_segments)
     assert _eval(memagent, server, path, tmp_path / "out", "--resume").returncode == 0
     result = _eval(memagent, server, path, tmp_path / "out", "--resume", "--segments", "2")
     assert result.returncode != 0 and "was run with other settings (reading)" in result.stderr
