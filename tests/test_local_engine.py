@@ -97,7 +97,7 @@ def test_a_failed_conversion_says_so_and_leaves_nothing(tmp_path: Path, monkeypa
     # GGUF reader, measured: 19 s to import torch and transformers first)
     failing = "import sys; raise ValueError(sys.argv[1] + ' is GGUF v0; this reader handles v2 and v3.')"
     monkeypatch.setattr(embedded_files, "_CONVERT_IN_CHILD", failing)
-    with pytest.raises(ModelError, match=r"converting the embedded model .*damaged.gguf failed .*GGUF v0.*reinstall"):
+    with pytest.raises(ModelError, match=r"converting the model .*damaged.gguf failed .*GGUF v0.*reinstalled"):
         ensure_local_model(cache_dir=tmp_path / "cache")
     assert list((tmp_path / "cache").iterdir()) == []
     assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is name_map
