@@ -96,7 +96,8 @@ def measure(junit: Path, wall_s: float | None) -> dict[str, Any]:
 
 
 def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min {round(seconds % 60):02d} s"
+    minutes, rest = divmod(round(seconds), 60)  # rounded first: 1259.6 s is 21 min 00 s, not 20 min 60 s
+    return f"{minutes} min {rest:02d} s"
 
 
 def tier_table(results: list[dict[str, Any]]) -> str:
