@@ -63,7 +63,7 @@ def check_split(split: str) -> SuiteSplit:
     raise ConfigError(f"unknown split {split!r}: use one of {', '.join(SUITE_SPLITS)}")
 
 
-def real_text_task(index: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit, seed: int = 0) -> Task:
+def real_text_task(index: int, *, tokens: int, tokenizer: Tokenizer, split: SuiteSplit, seed: int = 0) -> RealTextTask:
     """Mined question ``index`` of ``split``'s books (`real_text.real_text_tasks`); the training list is read in
     turn again past its end, a held-out list is not (`ConfigError`: fewer tasks asked for are needed)."""
     tasks = _real_text_list(_REAL_TEXT_SPLITS[check_split(split)], tokens, tokenizer.name, tokenizer, seed)
@@ -83,7 +83,6 @@ def real_text_haystack_task(index: int, *, tokens: int, tokenizer: Tokenizer, sp
     """`real_text_task` ``index`` at ``tokens``, its window (the split's books whole, where they are shorter) at a
     seeded depth of CPython's help topics up to ``tokens`` (`real_text.in_haystack`): real text at 1M tokens."""
     task = real_text_task(index, tokens=tokens, tokenizer=tokenizer, split=split, seed=seed)
-    assert isinstance(task, RealTextTask)
     rng = random.Random(task_seed("realtext_haystack", split, seed, index))
     return in_haystack(task, tokens=tokens, tokenizer=tokenizer, rng=rng)
 
